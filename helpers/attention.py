@@ -1,0 +1,177 @@
+"""Feeding workbook masks to any Hugging Face decoder, one mask for all layers or one per layer.
+
+- One mask: rendered once (4D additive for eager/sdpa, BlockMask for flex) and passed as
+  ``attention_mask``; transformers uses a 4D mask as given, for every model family.
+- One mask per layer (middle-layer unmasking, DSWA's Eq. 7 schedule): the masks are rendered
+  once per forward and a registered ``AttentionInterface`` function hands layer ``i`` its own
+  mask before calling the model's usual attention (eager, sdpa or flex). Attention classes are
+  never patched; the interface is transformers' own extension point.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from typing import Sequence
+
+import torch
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.masking_utils import sdpa_mask
+
+from . import masks as M
+
+IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
+_PER_LAYER_PREFIX = "workbook_per_layer_"
+_active_layer_masks: contextvars.ContextVar = contextvars.ContextVar("workbook_layer_masks", default=None)
+
+
+def attention_implementation(model) -> str:
+    """The model's base implementation (eager, sdpa or flex_attention), also while per-layer routing is on."""
+    name = model.config._attn_implementation
+    return name.removeprefix(_PER_LAYER_PREFIX)
+
+
+def _check_implementation(name: str) -> str:
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation={name!r} is not supported for custom masks; expected one of {IMPLEMENTATIONS}")
+    return name
+
+
+def render(mask, model, padding_mask: torch.Tensor):
+    """Render ``mask`` (one Mask or one per batch row) in the form the model's attention implementation takes."""
+    implementation = _check_implementation(attention_implementation(model))
+    device = padding_mask.device
+    if implementation == "flex_attention":
+        return M.to_block_mask(mask, padding_mask=padding_mask, device=device)
+    return M.to_4d(mask, padding_mask=padding_mask, dtype=model.dtype, device=device)
+
+
+def _family_eager(module):
+    family = sys.modules[type(module).__module__]
+    return getattr(family, "eager_attention_forward")
+
+
+def _per_layer_attention(base: str):
+    def forward(module, query, key, value, attention_mask, **kwargs):
+        layer_masks = _active_layer_masks.get()
+        if layer_masks is not None:
+            attention_mask = layer_masks[module.layer_idx]
+        function = _family_eager(module) if base == "eager" else AttentionInterface._global_mapping[base]
+        return function(module, query, key, value, attention_mask, **kwargs)
+
+    return forward
+
+
+for _base in IMPLEMENTATIONS:
+    AttentionInterface.register(_PER_LAYER_PREFIX + _base, _per_layer_attention(_base))
+    AttentionMaskInterface.register(_PER_LAYER_PREFIX + _base, sdpa_mask)
+
+
+@contextlib.contextmanager
+def _per_layer_routing(model, rendered_layers: list):
+    base = attention_implementation(model)
+    model.set_attn_implementation(_PER_LAYER_PREFIX + base)
+    token = _active_layer_masks.set(rendered_layers)
+    try:
+        yield
+    finally:
+        _active_layer_masks.reset(token)
+        model.set_attn_implementation(base)
+
+
+def _num_layers(model) -> int:
+    return int(model.config.num_hidden_layers)
+
+
+def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks: Sequence | None = None,
+                      padding_mask: torch.Tensor | None = None, **forward_kwargs):
+    """Run ``model`` with a workbook mask.
+
+    Args:
+        mask: a :class:`~helpers.masks.Mask` (or a list with one per batch row) used in every layer.
+        layer_masks: instead of ``mask``, one entry per decoder layer (each a Mask or per-row list).
+        padding_mask: the usual 2D ``(batch, length)`` 1/0 mask; masks are applied on content
+            indices, so left and right padding give the same pattern. Position ids follow the
+            content indices.
+        forward_kwargs: passed to the model (``output_hidden_states``, ``output_attentions``, ...).
+    """
+    if (mask is None) == (layer_masks is None):
+        raise ValueError("pass exactly one of mask= (all layers) or layer_masks= (one per layer)")
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected (batch, length)")
+    if padding_mask is None:
+        padding_mask = torch.ones_like(input_ids)
+    if padding_mask.shape != input_ids.shape:
+        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)} but input_ids has {tuple(input_ids.shape)}")
+    padding_mask = padding_mask.to(input_ids.device)
+    forward_kwargs.setdefault("position_ids", M.content_positions(padding_mask))
+    forward_kwargs.setdefault("use_cache", False)
+    if layer_masks is None:
+        return model(input_ids=input_ids, attention_mask=render(mask, model, padding_mask), **forward_kwargs)
+    layer_masks = list(layer_masks)
+    if len(layer_masks) != _num_layers(model):
+        raise ValueError(f"layer_masks has {len(layer_masks)} entries but the model has {_num_layers(model)} layers")
+    rendered = _render_layers(layer_masks, model, padding_mask)
+    with _per_layer_routing(model, rendered):
+        return model(input_ids=input_ids, attention_mask=rendered[0], **forward_kwargs)
+
+
+def _render_layers(layer_masks: list, model, padding_mask: torch.Tensor) -> list:
+    """Render each distinct mask once (layers often share one)."""
+    cache: dict[int, object] = {}
+    rendered = []
+    for layer_mask in layer_masks:
+        key = id(layer_mask)
+        if key not in cache:
+            cache[key] = render(layer_mask, model, padding_mask)
+        rendered.append(cache[key])
+    return rendered
+
+
+def dense_layer_masks(mask=None, *, layer_masks: Sequence | None = None, num_layers: int,
+                      padding_mask: torch.Tensor) -> list[torch.Tensor]:
+    """The ``(B, L, L)`` bool mask each layer sees: what :func:`forward_with_mask` feeds the model."""
+    if layer_masks is None:
+        return [M.dense_batch(mask, padding_mask)] * num_layers
+    return [M.dense_batch(layer_mask, padding_mask) for layer_mask in layer_masks]
+
+
+@torch.no_grad()
+def influence(model, input_ids: torch.Tensor, position: int, replacement: int, mask=None, *,
+              layer_masks: Sequence | None = None, padding_mask: torch.Tensor | None = None,
+              row: int = 0) -> torch.Tensor:
+    """How much each hidden state moves when one input token changes.
+
+    Replaces ``input_ids[row, position]`` with ``replacement`` and returns, for every layer
+    l = 1..N and position q of that row, ``max |h_l(q) - h'_l(q)|`` as an ``(N, L)`` tensor.
+    Positions the mask cannot connect to ``position`` within l layers must not move at all.
+    """
+    if not 0 <= position < input_ids.shape[1]:
+        raise ValueError(f"position={position} is out of range for length {input_ids.shape[1]}")
+    perturbed = input_ids.clone()
+    perturbed[row, position] = replacement
+    runs = [forward_with_mask(model, ids, mask, layer_masks=layer_masks, padding_mask=padding_mask,
+                              output_hidden_states=True) for ids in (input_ids, perturbed)]
+    before, after = (torch.stack(run.hidden_states[1:])[:, row].float() for run in runs)
+    return (before - after).abs().amax(-1)
+
+
+@torch.no_grad()
+def attention_maps(model, input_ids: torch.Tensor, named_masks: dict) -> dict[str, torch.Tensor]:
+    """Attention weights ``(layers, heads, L, L)`` of one sequence under each named mask (eager attention)."""
+    if attention_implementation(model) != "eager":
+        raise ValueError(f"attention weights need attn_implementation='eager', the model uses {attention_implementation(model)!r}")
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected one sequence (1, length)")
+    maps = {}
+    for name, mask in named_masks.items():
+        output = forward_with_mask(model, input_ids, mask, output_attentions=True)
+        maps[name] = torch.stack([weights[0].float().cpu() for weights in output.attentions])
+    return maps
+
+
+def predicted_influence(mask=None, *, layer_masks: Sequence | None = None, num_layers: int,
+                        padding_mask: torch.Tensor, position: int, row: int = 0) -> torch.Tensor:
+    """``(N, L)`` bool: which hidden states of ``row`` a change at ``position`` can reach after each layer."""
+    dense = dense_layer_masks(mask, layer_masks=layer_masks, num_layers=num_layers, padding_mask=padding_mask)
+    return torch.stack([reach[:, position] for reach in M.reachability([layer[row] for layer in dense])])

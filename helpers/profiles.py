@@ -1,0 +1,103 @@
+"""Run profiles: one variable, ``WORKBOOK_PROFILE``, picks the scale of every notebook.
+
+- ``smoke``: the same code paths at tiny sizes (a tiny random decoder), in seconds, for nbmake in CI.
+- ``cpu``: the embedded offline default, SmolLM2-135M on Jane Austen, minutes on a laptop.
+- ``gpu``: Hub models and datasets on one Colab-class GPU.
+- ``paper``: the papers' models and hyperparameters (e.g. Llama-2-7B with QLoRA).
+
+The default is ``cpu``, or ``gpu`` when CUDA is present. An unknown value is an error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+PROFILE_NAMES = ("smoke", "cpu", "gpu", "paper")
+ENV_VAR = "WORKBOOK_PROFILE"
+
+EMBEDDED_MODEL = "embedded:smollm2-135m"
+TINY_RANDOM_MODEL = "tiny-random:llama"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every size, model name and step count a notebook uses. Notebooks read these, never literals."""
+
+    name: str
+    model_name: str
+    corpus: str
+    load_in_4bit: bool = False
+    dtype: str = "float32"
+    seed: int = 0
+    # Notebook 01: attention-mask gallery.
+    example_sentence_max_tokens: int = 24
+    sr_repeats: tuple[int, ...] = (0, 1, 2, 4, 8)
+    sr_sentences: int = 4
+    sr_sentence_max_tokens: int = 12
+    dswa_fixed_window: int = 64
+    dswa_alpha_min: float = 0.125
+    dswa_alpha_max: float = 0.75
+    extra: dict = field(default_factory=dict)
+
+    def replace(self, **changes) -> "Profile":
+        return dataclasses.replace(self, **changes)
+
+
+_PROFILES = {
+    "smoke": Profile(
+        name="smoke",
+        model_name=TINY_RANDOM_MODEL,
+        corpus="austen",
+        example_sentence_max_tokens=12,
+        sr_repeats=(0, 1, 2),
+        sr_sentences=1,
+        sr_sentence_max_tokens=6,
+    ),
+    "cpu": Profile(name="cpu", model_name=EMBEDDED_MODEL, corpus="austen"),
+    "gpu": Profile(
+        name="gpu",
+        model_name="HuggingFaceTB/SmolLM2-360M",
+        corpus="wikitext-103-raw-v1",
+        dtype="bfloat16",
+        sr_sentences=16,
+        sr_sentence_max_tokens=24,
+    ),
+    "paper": Profile(
+        name="paper",
+        model_name="meta-llama/Llama-2-7b-hf",
+        corpus="wikitext-103-raw-v1",
+        load_in_4bit=True,
+        dtype="bfloat16",
+        sr_sentences=32,
+        sr_sentence_max_tokens=32,
+    ),
+}
+
+
+def default_profile_name() -> str:
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def parse_profile_name(raw: str | None) -> str:
+    """Turn the raw ``WORKBOOK_PROFILE`` value into a profile name; unset or blank means the default."""
+    if raw is None or raw.strip() == "":
+        return default_profile_name()
+    name = raw.strip().lower()
+    if name not in PROFILE_NAMES:
+        raise ValueError(f"{ENV_VAR}={raw!r} is not a known profile; expected one of {', '.join(PROFILE_NAMES)}")
+    return name
+
+
+def get(name: str) -> Profile:
+    """The profile called ``name``."""
+    if name not in _PROFILES:
+        raise ValueError(f"profile={name!r} is not a known profile; expected one of {', '.join(PROFILE_NAMES)}")
+    return _PROFILES[name]
+
+
+def current() -> Profile:
+    """The profile selected by ``WORKBOOK_PROFILE`` (read once per call, parsed explicitly)."""
+    return get(parse_profile_name(os.environ.get(ENV_VAR)))
