@@ -493,3 +493,29 @@ def token_ids(tokenizer, texts: Iterable[str], max_tokens: int) -> list:
             raise ValueError(f"texts contains {text!r}, which tokenizes to nothing")
         encoded.append(ids)
     return encoded
+
+
+def token_blocks(tokenizer, texts: Iterable[str], block_length: int, max_blocks: int | None = None):
+    """Pack texts into ``(N, block_length)`` id blocks, each text followed by EOS (the usual LM packing)."""
+    import torch
+
+    if int(block_length) != block_length or block_length < 2:
+        raise ValueError(f"block_length={block_length!r} must be a whole number >= 2")
+    if max_blocks is not None and max_blocks <= 0:
+        raise ValueError(f"max_blocks={max_blocks!r} must be positive or None")
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the tokenizer has no eos token to separate texts")
+    stream: list[int] = []
+    wanted = None if max_blocks is None else max_blocks * block_length
+    for text in texts:
+        stream.extend(tokenizer(text, add_special_tokens=False).input_ids)
+        stream.append(eos)
+        if wanted is not None and len(stream) >= wanted:
+            break
+    usable = len(stream) // block_length * block_length
+    if wanted is not None:
+        usable = min(usable, wanted)
+    if usable == 0:
+        raise ValueError(f"texts hold {len(stream)} tokens, fewer than one block of {block_length}")
+    return torch.tensor(stream[:usable]).view(-1, block_length)

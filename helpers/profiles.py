@@ -40,6 +40,18 @@ class Profile:
     dswa_fixed_window: int = 64
     dswa_alpha_min: float = 0.125
     dswa_alpha_max: float = 0.75
+    # Notebook 02: MNTP vs MTP (MAGNET App. A, App. E).
+    mlm_steps: int = 100
+    mlm_batch_size: int = 4
+    mlm_grad_accum: int = 1
+    mlm_seq_len: int = 128
+    mlm_lr: float = 5e-4
+    mlm_eval_every: int = 10
+    mlm_eval_batches: int = 4
+    mlm_train_blocks: int = 2000
+    mlm_checkpoint_every: int = 25
+    lora_r: int = 16
+    lora_alpha: int = 32
     extra: dict = field(default_factory=dict)
 
     def replace(self, **changes) -> "Profile":
@@ -55,6 +67,13 @@ _PROFILES = {
         sr_repeats=(0, 1, 2),
         sr_sentences=1,
         sr_sentence_max_tokens=6,
+        mlm_steps=4,
+        mlm_batch_size=2,
+        mlm_seq_len=32,
+        mlm_eval_every=2,
+        mlm_eval_batches=1,
+        mlm_train_blocks=16,
+        mlm_checkpoint_every=2,
     ),
     "cpu": Profile(name="cpu", model_name=EMBEDDED_MODEL, corpus="austen"),
     "gpu": Profile(
@@ -64,6 +83,15 @@ _PROFILES = {
         dtype="bfloat16",
         sr_sentences=16,
         sr_sentence_max_tokens=24,
+        mlm_steps=1000,
+        mlm_batch_size=16,
+        mlm_grad_accum=2,
+        mlm_seq_len=512,
+        mlm_lr=1e-4,
+        mlm_eval_every=50,
+        mlm_eval_batches=16,
+        mlm_train_blocks=200_000,
+        mlm_checkpoint_every=100,
     ),
     "paper": Profile(
         name="paper",
@@ -73,6 +101,15 @@ _PROFILES = {
         dtype="bfloat16",
         sr_sentences=32,
         sr_sentence_max_tokens=32,
+        mlm_steps=4200,  # MAGNET App. A: 4200 iterations, batch 32, length 512, lr 3e-5
+        mlm_batch_size=8,
+        mlm_grad_accum=4,
+        mlm_seq_len=512,
+        mlm_lr=3e-5,
+        mlm_eval_every=200,
+        mlm_eval_batches=32,
+        mlm_train_blocks=300_000,
+        mlm_checkpoint_every=200,
     ),
 }
 
