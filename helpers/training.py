@@ -222,11 +222,20 @@ def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:
     log_metrics(run_dir, {"step": step, **{name: float(value) for name, value in scores.items()}})
 
 
-def save_adapter(model, path) -> Path:
-    """Save a peft adapter (small) with its config, loadable by :func:`load_adapter`."""
+ADAPTER_METADATA = "workbook.json"
+
+
+def save_adapter(model, path, metadata: dict | None = None) -> Path:
+    """Save a peft adapter (small) with its config, plus ``metadata`` (e.g. the mask token) in workbook.json."""
     path = Path(path)
     model.save_pretrained(path)
+    (path / ADAPTER_METADATA).write_text(json.dumps(metadata or {}, indent=1))
     return path
+
+
+def adapter_metadata(path) -> dict:
+    file = Path(path) / ADAPTER_METADATA
+    return json.loads(file.read_text()) if file.exists() else {}
 
 
 def load_adapter(model, path):
@@ -321,3 +330,45 @@ def describe_mntp_vs_mtp(summary) -> str:
                      f"MTP ({mntp['eval acc, final']:.3f} vs {mtp['eval acc, final']:.3f}). "
                      f"{'The finding is reproduced.' if matches else 'The finding is not fully reproduced at this scale.'}")
     return "\n".join(lines)
+
+
+def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = True):
+    """The offline masked LM: the profile's decoder with notebook 02's MNTP adapter, bidirectional.
+
+    Returns ``(model, tokenizer, mask_id)``. The adapter comes from ``adapter_path("mntp", model_name)``;
+    when notebook 02 has not run, a short MNTP run (half of ``mlm_steps``) trains one first and caches it.
+    The model predicts token l from output l - 1 under ``masks.bidirectional``. With ``merge`` (and no
+    4-bit), the adapter is merged into the weights for faster inference.
+    """
+    from . import data, models
+    from . import objectives as O
+    from . import profiles
+    from .paths import runs_dir
+
+    profile = profile or profiles.current()
+    path = adapter_path("mntp", profile.model_name)
+    model, tokenizer = models.load_model(profile.model_name)
+    four_bit = four_bit_requested(profile)
+    if not (path / "adapter_config.json").exists():
+        print(f"no MNTP adapter at {path}; training a short one (run notebook 02 for the full run)")
+        mask_id = O.resolve_mask_token(tokenizer, "underscore")
+        blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
+                                   profile.mlm_seq_len, max_blocks=profile.mlm_train_blocks)
+        held_out = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
+                                     profile.mlm_seq_len, max_blocks=profile.mlm_batch_size)
+        evals = O.fixed_eval_batches("mntp", held_out, batch_size=profile.mlm_batch_size, num_batches=1, mask_id=mask_id,
+                                     vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+        config = TrainConfig(steps=max(1, profile.mlm_steps // 2), batch_size=profile.mlm_batch_size,
+                             grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed)
+        trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
+                                          config=config, run_dir=runs_dir() / f"mntp_fallback_{profile.name}",
+                                          mask_id=mask_id, lora=LoraSettings(r=profile.lora_r, alpha=profile.lora_alpha),
+                                          four_bit=four_bit, progress=progress)
+        save_adapter(trained, path, {"mask_token": "underscore", "objective": "mntp"})
+        model, tokenizer = models.load_model(profile.model_name)
+    mask_token = adapter_metadata(path).get("mask_token", "underscore")
+    mask_id = O.resolve_mask_token(tokenizer, mask_token, model=model)
+    model = load_adapter(model, path)
+    if merge and not four_bit:
+        model = model.merge_and_unload()
+    return model.eval(), tokenizer, mask_id

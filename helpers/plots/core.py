@@ -16,9 +16,9 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
-from . import masks as M
-from . import profiles
-from .paths import figures_dir
+from .. import masks as M
+from .. import profiles
+from ..paths import figures_dir
 
 MASKED_COLOR = "#595959"  # dark gray: -inf (MAGNET Fig. 2)
 CONTEXT_COLOR = "#9ecae1"  # blue: a context query may attend
@@ -328,7 +328,7 @@ def masking_view(tokenizer, text: str, ratio: float = 0.2, mask_token: str = "un
     """Widget: one sentence corrupted for MNTP/MTP; each column shows input, corrupted input and the target at that output."""
     import copy
 
-    from . import objectives as O
+    from .. import objectives as O
 
     config = O.MaskingConfig(ratio=ratio)
     tokenizer = copy.deepcopy(tokenizer) if mask_token == "added" else tokenizer

@@ -1,0 +1,89 @@
+"""Metrics shared by the notebooks: repetition and diversity of generations, accuracy@k, seqeval F1, CIs."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Hashable, Sequence
+
+
+def _check_n(n: int, name: str = "n") -> int:
+    if int(n) != n or n <= 0:
+        raise ValueError(f"{name}={n!r} must be a positive whole number")
+    return int(n)
+
+
+def ngrams(tokens: Sequence[Hashable], n: int) -> list[tuple]:
+    n = _check_n(n)
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def rep_n(tokens: Sequence[Hashable], n: int = 4) -> float:
+    """MAGNET §4.4: ``Rep-n = 1.0 - |unique n-grams| / |n-grams|`` of one generation (0 when it has no n-gram)."""
+    grams = ngrams(tokens, n)
+    return 0.0 if not grams else 1.0 - len(set(grams)) / len(grams)
+
+
+def rep_sen(sentences: Sequence[str]) -> float:
+    """MAGNET §4.4: ``Rep-Sen = 1.0 - |unique sentences| / |sentences|`` (sentences compared after stripping)."""
+    cleaned = [sentence.strip() for sentence in sentences if sentence.strip()]
+    return 0.0 if not cleaned else 1.0 - len(set(cleaned)) / len(cleaned)
+
+
+def distinct_n(token_lists: Sequence[Sequence[Hashable]], n: int = 4) -> float:
+    """Distinct-n over a set of generations: unique n-grams / all n-grams (OpenLTG's D-4 with n = 4)."""
+    grams = [gram for tokens in token_lists for gram in ngrams(tokens, n)]
+    return 0.0 if not grams else len(set(grams)) / len(grams)
+
+
+def lexical_repetition(token_lists: Sequence[Sequence[Hashable]], n: int = 2, gram: int = 4) -> float:
+    """OpenLTG LR-n (after Shao et al., 2019): the share of texts in which some ``gram``-gram occurs at least ``n`` times."""
+    _check_n(n)
+    if not token_lists:
+        raise ValueError("token_lists is empty; LR-n needs at least one text")
+    repeated = sum(1 for tokens in token_lists if any(count >= n for count in Counter(ngrams(tokens, gram)).values()))
+    return repeated / len(token_lists)
+
+
+def accuracy_at_k(ranked: Sequence[Sequence[Hashable]], gold: Sequence[Hashable], ks: Sequence[int] = (1, 3, 5, 10, 50)) -> dict[int, float]:
+    """Share of examples whose gold answer is among the first k ranked predictions, for each k (EMAT Tables 2-3)."""
+    if len(ranked) != len(gold):
+        raise ValueError(f"ranked has {len(ranked)} examples but gold has {len(gold)}")
+    if not gold:
+        raise ValueError("gold is empty; accuracy@k needs at least one example")
+    for k in ks:
+        _check_n(k, "k")
+    return {int(k): sum(answer in list(predictions)[:k] for predictions, answer in zip(ranked, gold)) / len(gold) for k in ks}
+
+
+def seqeval_f1(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> float:
+    """Entity-level micro F1 over IOB2 tag sequences (seqeval, strict IOB2 scheme)."""
+    from seqeval.metrics import f1_score
+    from seqeval.scheme import IOB2
+
+    if len(true_tags) != len(pred_tags):
+        raise ValueError(f"true_tags has {len(true_tags)} sentences but pred_tags has {len(pred_tags)}")
+    for index, (truth, prediction) in enumerate(zip(true_tags, pred_tags)):
+        if len(truth) != len(prediction):
+            raise ValueError(f"sentence {index}: {len(truth)} true tags but {len(prediction)} predicted")
+    return float(f1_score([list(t) for t in true_tags], [list(p) for p in pred_tags], average="micro", mode="strict", scheme=IOB2))
+
+
+def token_accuracy(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> float:
+    """Share of tokens tagged correctly (POS tagging)."""
+    pairs = [(t, p) for truth, prediction in zip(true_tags, pred_tags) for t, p in zip(truth, prediction)]
+    if not pairs:
+        raise ValueError("no tokens to score")
+    return sum(t == p for t, p in pairs) / len(pairs)
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% Student-t interval (0 for a single value)."""
+    if len(values) == 0:
+        raise ValueError("values is empty")
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return float(mean), 0.0
+    from scipy.stats import t
+
+    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return float(mean), float(t.ppf(0.975, len(values) - 1) * math.sqrt(variance / len(values)))

@@ -1,0 +1,69 @@
+"""Shared metrics on hand-counted examples; silver labels; the offline masked-LM loader."""
+import pytest
+import torch
+
+from helpers import data, metrics, profiles, training
+
+
+def test_rep_n_and_rep_sen_match_hand_counts():
+    tokens = "the cat sat on the cat sat on".split()
+    # 4-grams: (the cat sat on) x2, (cat sat on the), (sat on the cat), (on the cat sat): 5 in all, 4 unique
+    assert metrics.rep_n(tokens, 4) == pytest.approx(1 - 4 / 5)
+    assert metrics.rep_n(tokens, 1) == pytest.approx(1 - 4 / 8)
+    assert metrics.rep_n(["a", "b"], 4) == 0.0
+    assert metrics.rep_sen(["I went home.", "It rained.", "I went home. ", "I went home."]) == pytest.approx(1 - 2 / 4)
+
+
+def test_distinct_and_lexical_repetition():
+    texts = [list("abcabc"), list("abcd")]
+    # 2-grams: ab bc ca ab bc | ab bc cd -> 8 in all; unique {ab, bc, ca, cd} = 4
+    assert metrics.distinct_n(texts, 2) == pytest.approx(4 / 8)
+    # LR-2 with 2-grams: text 1 repeats "ab" twice, text 2 repeats nothing
+    assert metrics.lexical_repetition(texts, n=2, gram=2) == pytest.approx(1 / 2)
+    assert metrics.lexical_repetition(texts, n=3, gram=2) == 0.0
+
+
+def test_accuracy_at_k_on_hand_made_cases():
+    ranked = [["a", "b", "c"], ["x", "y", "z"], ["q", "r", "gold"]]
+    gold = ["a", "z", "gold"]
+    assert metrics.accuracy_at_k(ranked, gold, ks=(1, 2, 3)) == {1: 1 / 3, 2: 1 / 3, 3: 1.0}
+    with pytest.raises(ValueError, match="k=0"):
+        metrics.accuracy_at_k(ranked, gold, ks=(0,))
+    with pytest.raises(ValueError, match="ranked has 3"):
+        metrics.accuracy_at_k(ranked, gold[:2])
+
+
+def test_seqeval_f1_is_entity_level():
+    truth = [["B-PER", "I-PER", "O", "B-LOC"]]
+    assert metrics.seqeval_f1(truth, truth) == 1.0
+    # one of two entities found exactly, one predicted wrongly bounded: P = 1/2, R = 1/2
+    assert metrics.seqeval_f1(truth, [["B-PER", "O", "O", "B-LOC"]]) == pytest.approx(0.5)
+    assert metrics.token_accuracy([["A", "B"]], [["A", "C"]]) == 0.5
+
+
+def test_mean_ci95():
+    mean, half = metrics.mean_ci95([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.302653 * 1.0 / 3 ** 0.5, rel=1e-5)
+    assert metrics.mean_ci95([5.0]) == (5.0, 0.0)
+
+
+def test_silver_labels_are_aligned_iob2():
+    [sentence] = data.silver_labels(["Elizabeth Bennet walked to London with her sister."], progress=False)
+    assert len(sentence.words) == len(sentence.pos) == len(sentence.ner) == len(sentence.chunks)
+    assert sentence.ner[:2] == ("B-PERSON", "I-PERSON")
+    for tags in (sentence.ner, sentence.chunks):
+        for previous, tag in zip(("O",) + tags, tags):
+            if tag.startswith("I-"):
+                assert previous[2:] == tag[2:] and previous != "O"  # IOB2: I- continues the same type
+
+
+def test_mntp_fallback_trains_and_caches_an_adapter(tmp_path, monkeypatch):
+    monkeypatch.setattr(training, "adapter_path", lambda kind, name: tmp_path / f"{kind}-adapter")
+    smoke = profiles.get("smoke")
+    model, tokenizer, mask_id = training.load_or_train_mntp(smoke, progress=False)
+    assert (tmp_path / "mntp-adapter" / "adapter_config.json").exists()
+    assert tokenizer.decode([mask_id]) == "_"
+    again, _, _ = training.load_or_train_mntp(smoke, progress=False)
+    ids = torch.randint(10, 1000, (1, 8))
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, again(ids).logits, atol=1e-5)  # the cached adapter, not a new one
