@@ -83,6 +83,17 @@ def _num_layers(model) -> int:
     return int(model.config.num_hidden_layers)
 
 
+def check_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+    """Validate a ``(batch, length)`` id tensor and its padding mask (all ones when None); returns the mask."""
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected (batch, length)")
+    if padding_mask is None:
+        padding_mask = torch.ones_like(input_ids)
+    if padding_mask.shape != input_ids.shape:
+        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)} but input_ids has {tuple(input_ids.shape)}")
+    return padding_mask
+
+
 def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks: Sequence | None = None,
                       padding_mask: torch.Tensor | None = None, **forward_kwargs):
     """Run ``model`` with a workbook mask.
@@ -97,12 +108,7 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
     """
     if (mask is None) == (layer_masks is None):
         raise ValueError("pass exactly one of mask= (all layers) or layer_masks= (one per layer)")
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected (batch, length)")
-    if padding_mask is None:
-        padding_mask = torch.ones_like(input_ids)
-    if padding_mask.shape != input_ids.shape:
-        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)} but input_ids has {tuple(input_ids.shape)}")
+    padding_mask = check_batch(input_ids, padding_mask)
     padding_mask = padding_mask.to(input_ids.device)
     forward_kwargs.setdefault("position_ids", M.content_positions(padding_mask))
     forward_kwargs.setdefault("use_cache", False)

@@ -15,4 +15,7 @@ for _name in ("magnet", "repetition", "decoding", "mtc"):  # notebooks 03-06
         if _error.name != f"{__name__}.{_name}":
             raise
         continue
+    _clashes = sorted(set(_module.__all__) & set(globals()))
+    if _clashes:
+        raise ImportError(f"helpers.plots.{_name} redefines {_clashes}; give them distinct names")
     globals().update({_public: getattr(_module, _public) for _public in _module.__all__})

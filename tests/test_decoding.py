@@ -1,0 +1,438 @@
+"""Mask-predict with LTD and DSWA (seed 002 §3.1, §4.1-4.3, Eq. 6-8; App. B; Eq. 5).
+
+A deterministic stand-in masked LM checks the schedule exactly (re-mask counts, LTD temperatures,
+top-p); tiny random BERT, RoBERTa and Llama models check that both backends share one interface
+and that DSWA confines what each prediction can see.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
+
+from helpers import attention
+from helpers import decoding as D
+from helpers import masks as M
+from helpers import models, profiles
+
+VOCAB = 40
+MASK_ID = 0
+PAD_ID = 1
+
+
+class ToyMaskedLM(D.MaskedLM):
+    """A deterministic stand-in: the logits of a target depend only on its column; every call is recorded."""
+
+    def __init__(self, logits_for_column=None, num_layers: int = 3, max_positions: int = 512):
+        super().__init__(None, None, MASK_ID, pad_id=PAD_ID)
+        self._layers, self._max = num_layers, max_positions
+        self.logits_for_column = logits_for_column or self._seeded_logits
+        self.calls: list[dict] = []
+
+    @staticmethod
+    def _seeded_logits(column: int) -> torch.Tensor:
+        return 3.0 * torch.randn(VOCAB, generator=torch.Generator().manual_seed(column))
+
+    @property
+    def num_layers(self) -> int:
+        return self._layers
+
+    @property
+    def max_positions(self) -> int:
+        return self._max
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def predict(self, input_ids, padding_mask, rows, cols, *, mask=None, layer_masks=None):
+        self.calls.append({"inputs": input_ids.clone(), "rows": rows.clone(), "cols": cols.clone(), "mask": mask,
+                           "layer_masks": layer_masks})
+        return torch.stack([self.logits_for_column(int(c)) for c in cols])
+
+
+def prompts_of(*lengths: int) -> list[torch.Tensor]:
+    return [torch.arange(2, 2 + n) for n in lengths]
+
+
+# --------------------------------------------------------------------------- the schedule
+
+
+@pytest.mark.parametrize("length", [1, 5, 10, 17, 64])
+@pytest.mark.parametrize("iterations", [1, 2, 3, 4, 8, 10])
+def test_remask_count_is_mask_predicts_linear_schedule(length, iterations):
+    counts = [D.remask_count(length, t, iterations) for t in range(iterations)]
+    assert counts == [math.floor(length * (iterations - (t + 1)) / iterations) for t in range(iterations)]
+    assert counts[-1] == 0
+    assert all(a >= b for a, b in zip(counts, counts[1:]))
+
+
+@pytest.mark.parametrize("update_all", [False, True])
+def test_each_iteration_remasks_exactly_the_scheduled_number(update_all):
+    backend = ToyMaskedLM()
+    config = D.DecodeConfig(iterations=4, update_all=update_all)
+    decoded = D.mask_predict(backend, prompts_of(3, 5), 10, config)
+    assert [it.masked.sum(1).tolist() for it in decoded.trace] == [[10, 10], [7, 7], [5, 5], [2, 2]]
+    assert [it.remasked.sum(1).tolist() for it in decoded.trace] == [[7, 7], [5, 5], [2, 2], [0, 0]]
+    asked = [len(call["cols"]) for call in backend.calls]
+    assert asked == ([20] * 4 if update_all else [20, 14, 10, 4])  # SMART predicts every target, else only masks
+    assert not (decoded.tokens == MASK_ID).any()
+
+
+def test_remasked_tokens_are_the_lowest_confidence_ones():
+    decoded = D.mask_predict(ToyMaskedLM(), prompts_of(4, 2, 6), 16, D.DecodeConfig(iterations=5, update_all=False))
+    for iteration in decoded.trace[:-1]:
+        for row in range(3):
+            confidences, chosen = iteration.confidences[row], iteration.remasked[row]
+            assert confidences[chosen].max() <= confidences[~chosen].min()
+
+
+def test_without_smart_only_masked_positions_change_and_inputs_carry_the_masks():
+    backend = ToyMaskedLM()
+    decoded = D.mask_predict(backend, prompts_of(3), 12, D.DecodeConfig(iterations=4, update_all=False))
+    for before, after in zip(decoded.trace, decoded.trace[1:]):
+        kept = ~after.masked[0]
+        assert torch.equal(after.tokens[0][kept], before.tokens[0][kept])
+    for call, iteration in zip(backend.calls, decoded.trace):
+        target = call["inputs"][0, -12:]
+        assert torch.equal(target == MASK_ID, iteration.masked[0])
+
+
+def test_ltd_temperatures_follow_eq8():
+    config = D.DecodeConfig(iterations=8, beta=1.8)
+    decoded = D.mask_predict(ToyMaskedLM(), prompts_of(3), 8, config)
+    assert [it.temperature for it in decoded.trace] == pytest.approx([1.8 * (1 - t / 8) for t in range(8)])
+    flat = D.mask_predict(ToyMaskedLM(), prompts_of(3), 8, D.DecodeConfig(iterations=8, ltd=False, temperature=1.0))
+    assert [it.temperature for it in flat.trace] == [1.0] * 8
+
+
+def test_ltd_flattens_early_and_sharpens_late():
+    """§4.2: 'flattened when T > 1, and become sharp when T < 1', from peaked to flat to peaked."""
+    logits = ToyMaskedLM._seeded_logits(7)
+    temperatures = [D.ltd_temperature(t, 8, 1.8) for t in range(8)]
+    entropies = [D.entropy(logits, temperature) for temperature in temperatures]
+    assert entropies[0] > D.entropy(logits, 1.0) > entropies[-1]
+    assert all(a > b for a, b in zip(entropies, entropies[1:]))
+
+
+def test_probe_records_the_raw_logits_at_every_iteration():
+    backend = ToyMaskedLM()
+    decoded = D.mask_predict(backend, prompts_of(4), 9, D.DecodeConfig(iterations=3, update_all=False, probe_position=5))
+    expected = backend.logits_for_column(4 + 5)
+    expected[MASK_ID] = -float("inf")  # what sampling sees: banned tokens removed
+    for iteration in decoded.trace:
+        assert torch.equal(iteration.probe_logits[0], expected)
+    stats = D.ltd_entropies(decoded)
+    assert [s["temperature"] for s in stats] == pytest.approx([1.8, 1.2, 0.6])
+
+
+# --------------------------------------------------------------------------- top-p and banned tokens
+
+
+def test_top_p_filter_keeps_the_smallest_nucleus_and_renormalises():
+    probs = torch.tensor([[0.05, 0.5, 0.15, 0.3]])
+    assert torch.allclose(D.top_p_filter(probs, 0.9), torch.tensor([[0.0, 0.5, 0.15, 0.3]]) / 0.95)
+    assert torch.allclose(D.top_p_filter(probs, 0.4), torch.tensor([[0.0, 1.0, 0.0, 0.0]]))
+    assert torch.allclose(D.top_p_filter(probs, 0.7), torch.tensor([[0.0, 0.5, 0.0, 0.3]]) / 0.8)
+    assert torch.allclose(D.top_p_filter(probs, 1.0), probs)
+
+
+def _fixed_distribution(column: int) -> torch.Tensor:
+    logits = torch.full((VOCAB,), -30.0)
+    logits[[5, 6, 7, 8]] = torch.tensor([0.5, 0.3, 0.15, 0.05]).log()
+    logits[MASK_ID] = 10.0  # the mask token is the model's favourite; it must never be sampled
+    return logits
+
+
+def test_sampling_stays_inside_the_top_p_nucleus_with_its_renormalised_frequencies():
+    backend = ToyMaskedLM(_fixed_distribution, max_positions=8192)
+    config = D.DecodeConfig(iterations=1, ltd=False, temperature=1.0, top_p=0.9)
+    tokens = D.mask_predict(backend, prompts_of(2), 4000, config, seed=3).tokens.flatten()
+    assert set(tokens.tolist()) <= {5, 6, 7}  # 8 lies outside the 0.9 nucleus; MASK_ID is banned
+    frequencies = torch.bincount(tokens, minlength=VOCAB)[[5, 6, 7]].float() / tokens.numel()
+    assert torch.allclose(frequencies, torch.tensor([0.5, 0.3, 0.15]) / 0.95, atol=0.03)
+
+
+@pytest.mark.parametrize("rounds", [D.REJECTION_ROUNDS, 0])  # rejection sampling, and the sorting fallback
+def test_nucleus_sampler_draws_from_the_renormalised_nucleus(rounds, monkeypatch):
+    monkeypatch.setattr(D, "REJECTION_ROUNDS", rounds)
+    logits = 2.0 * torch.randn(1, 30, generator=torch.Generator().manual_seed(1))
+    expected = D.top_p_filter(torch.softmax(logits / 0.8, -1), 0.7)[0]
+    tokens, confidences = D.sample_tokens(logits.expand(40_000, -1), 0.8, 0.7, torch.Generator().manual_seed(2))
+    frequencies = torch.bincount(tokens, minlength=30).float() / tokens.numel()
+    assert frequencies[expected == 0].sum() == 0  # never outside the nucleus
+    assert torch.allclose(frequencies, expected, atol=0.01)
+    assert torch.allclose(confidences, torch.softmax(logits / 0.8, -1)[0][tokens])  # tempered, not renormalised
+
+
+def test_top_p_below_the_top_token_mass_is_greedy():
+    backend = ToyMaskedLM(_fixed_distribution)
+    config = D.DecodeConfig(iterations=1, ltd=False, top_p=0.3)
+    assert set(D.mask_predict(backend, prompts_of(2), 200, config).tokens.flatten().tolist()) == {5}
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize("changes, name", [({"iterations": 0}, "iterations"), ({"iterations": -2}, "iterations"),
+                                           ({"beta": 0.0}, "beta"), ({"beta": -1.5}, "beta"),
+                                           ({"top_p": 0.0}, "top_p"), ({"top_p": 1.2}, "top_p"),
+                                           ({"fixed_window": 0}, "fixed_window"), ({"alpha_min": 1.5}, "alpha_min")])
+def test_bad_decode_settings_name_the_argument(changes, name):
+    with pytest.raises(ValueError, match=name):
+        D.DecodeConfig(**changes)
+
+
+@pytest.mark.parametrize("length", [0, -4])
+def test_a_length_below_one_is_rejected(length):
+    with pytest.raises(ValueError, match="length"):
+        D.mask_predict(ToyMaskedLM(), prompts_of(3), length)
+
+
+def test_prompt_plus_length_beyond_the_positions_is_rejected():
+    backend = ToyMaskedLM(max_positions=32)
+    D.mask_predict(backend, prompts_of(12), 20, D.DecodeConfig(iterations=1))  # exactly 32 fits
+    with pytest.raises(ValueError, match="exceeds the model's 32 positions"):
+        D.mask_predict(backend, prompts_of(12), 21)
+    with pytest.raises(ValueError, match="prompts\\[1\\] is empty"):
+        D.mask_predict(backend, [torch.tensor([3]), torch.tensor([], dtype=torch.long)], 4)
+
+
+def test_schedule_helpers_reject_bad_values():
+    with pytest.raises(ValueError, match="iterations"):
+        D.ltd_temperature(0, 0, 1.0)
+    with pytest.raises(ValueError, match="beta"):
+        D.ltd_temperature(0, 4, 0.0)
+    with pytest.raises(ValueError, match="step"):
+        D.remask_count(10, 4, 4)
+    with pytest.raises(ValueError, match="top_p"):
+        D.top_p_filter(torch.ones(1, 3) / 3, 0.0)
+
+
+# --------------------------------------------------------------------------- masks
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+@pytest.mark.parametrize("window", [1, 2, 3, 5, None])
+@pytest.mark.parametrize("source", [1, 2, 4])
+def test_generation_mask_against_a_double_loop(source, window, offset):
+    length = source + 9
+    half = (window or 10_000) // 2
+    expected = torch.zeros(length, length, dtype=torch.bool)
+    for q in range(length):
+        for k in range(length):
+            target_query = q >= source or (offset == 1 and q == source - 1)
+            expected[q, k] = k < source or (target_query and k >= source and abs(q - k) <= half)
+    assert torch.equal(M.dense(D.generation_mask(source, window, offset), length), expected)
+
+
+def test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask():
+    backend = ToyMaskedLM(num_layers=6)
+    config = D.DecodeConfig(iterations=1, fixed_window=16)
+    D.mask_predict(backend, prompts_of(3, 4), 20, config)
+    layer_masks = backend.calls[-1]["layer_masks"]
+    schedule = M.dswa_window_schedule(6, 16)
+    assert len(layer_masks) == 6 and backend.calls[-1]["mask"] is None
+    for layer_mask, window in zip(layer_masks, schedule):
+        for row_mask, source in zip(layer_mask, (3, 4)):
+            assert torch.equal(M.dense(row_mask, 24), M.dense(D.generation_mask(source, window, 0), 24))
+    D.mask_predict(backend, prompts_of(3), 5, D.DecodeConfig(iterations=1, dswa=False))
+    assert backend.calls[-1]["layer_masks"] is None and len(backend.calls[-1]["mask"]) == 1
+
+
+# --------------------------------------------------------------------------- real (tiny random) backends
+
+
+def _encoder(kind: str) -> D.EncoderMLM:
+    torch.manual_seed(0)
+    config_class, model_class = (BertConfig, BertForMaskedLM) if kind == "bert" else (RobertaConfig, RobertaForMaskedLM)
+    config = config_class(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=64, max_position_embeddings=80, pad_token_id=PAD_ID)
+    return D.EncoderMLM(model_class(config).eval(), None, mask_id=MASK_ID, pad_id=PAD_ID)
+
+
+def _mntp() -> D.MNTPDecoder:
+    torch.manual_seed(0)
+    config = models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)
+    return D.MNTPDecoder(LlamaForCausalLM(config).eval(), None, MASK_ID, pad_id=PAD_ID)
+
+
+BACKENDS = {"bert": lambda: _encoder("bert"), "roberta": lambda: _encoder("roberta"), "mntp": _mntp}
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_both_backends_decode_through_one_interface(name):
+    backend = BACKENDS[name]()
+    prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
+    for config in (D.DecodeConfig(iterations=3, fixed_window=8), D.DecodeConfig(iterations=3, dswa=False, update_all=False)):
+        decoded = D.mask_predict(backend, prompts, 9, config, seed=1)
+        assert [it.masked.sum(1).tolist() for it in decoded.trace] == [[9, 9], [6, 6], [3, 3]]
+        assert decoded.tokens.shape == (2, 9)
+        assert not torch.isin(decoded.tokens, torch.tensor(backend.banned_ids)).any()
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+@torch.no_grad()
+def test_dswa_confines_a_prediction_to_its_window_while_the_prompt_stays_visible(name):
+    """§4.1: a target sees every prompt token and only the targets within its window (Eq. 7 per layer)."""
+    backend = BACKENDS[name]()
+    source, length = 4, 40
+    ids = torch.cat([torch.tensor([5, 9, 12, 7]), torch.randint(2, VOCAB, (length,), generator=torch.Generator().manual_seed(0))])[None]
+    padding = torch.ones_like(ids)
+    config = D.DecodeConfig(fixed_window=8)  # 2 layers: windows 3 and 1, so a change reaches at most 1 position
+    routing = D.attention_masks(backend, [source], config)
+    column = torch.tensor([source + 5])
+    before = backend.predict(ids, padding, torch.tensor([0]), column, **routing)
+
+    def moved(position: int, token: int) -> float:
+        changed = ids.clone()
+        changed[0, position] = token
+        return float((backend.predict(changed, padding, torch.tensor([0]), column, **routing) - before).abs().max())
+
+    assert moved(source + 30, 3) == 0.0  # a far target: outside every window
+    assert moved(1, 3) > 0.0  # the prompt
+    assert moved(int(column) - backend.offset + 1, 3) > 0.0  # the neighbour inside the first layer's window
+    no_dswa = D.attention_masks(backend, [source], D.DecodeConfig(dswa=False))
+    far = ids.clone()
+    far[0, source + 30] = 3
+    full_before = backend.predict(ids, padding, torch.tensor([0]), column, **no_dswa)
+    assert float((backend.predict(far, padding, torch.tensor([0]), column, **no_dswa) - full_before).abs().max()) > 0.0
+
+
+@torch.no_grad()
+def test_mntp_backend_predicts_token_l_from_output_l_minus_1():
+    backend = _mntp()
+    ids = torch.tensor([[5, 9, 12, 7, 0, 0, 0, 0]])
+    padding = torch.ones_like(ids)
+    mask = D.generation_mask(4, None, 1)
+    logits = backend.predict(ids, padding, torch.tensor([0, 0]), torch.tensor([4, 6]), mask=[mask])
+    full = attention.forward_with_mask(backend.model, ids, [mask], padding_mask=padding).logits[0]
+    assert torch.allclose(logits, full[[3, 5]], atol=1e-5)
+
+
+@torch.no_grad()
+def test_roberta_positions_start_after_the_padding_index():
+    backend = _encoder("roberta")
+    ids = torch.tensor([[5, 9, 12, 7, 0, 0]])
+    own = backend.model(input_ids=ids).logits[0]  # RoBERTa numbers positions from pad_token_id + 1
+    ours = backend.predict(ids, torch.ones_like(ids), torch.zeros(6, dtype=torch.long), torch.arange(6), mask=M.bidirectional)
+    assert torch.allclose(ours, own, atol=1e-5)
+    assert backend.max_positions == 80 - (PAD_ID + 1)
+
+
+@torch.no_grad()
+def test_left_padding_gives_each_row_the_result_it_gets_alone():
+    backend = _mntp()
+    prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
+    routing = D.attention_masks(backend, [4, 2], D.DecodeConfig(fixed_window=8))
+    ids, padding = D.left_padded(prompts, 6, MASK_ID, PAD_ID)
+    cols = torch.arange(4, 10)
+    together = backend.predict(ids, padding, torch.ones(6, dtype=torch.long), cols, **routing)
+    alone_ids, alone_padding = D.left_padded(prompts[1:], 6, MASK_ID, PAD_ID)
+    alone = backend.predict(alone_ids, alone_padding, torch.zeros(6, dtype=torch.long), torch.arange(2, 8),
+                            **D.attention_masks(backend, [2], D.DecodeConfig(fixed_window=8)))
+    assert torch.allclose(together, alone, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- AR baseline, perplexity
+
+
+def test_kv_cache_generation_matches_recomputing_the_whole_prefix():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)).eval()
+    prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
+    cached = D.autoregressive_generate(model, prompts, 8, temperature=1e-4, top_p=1.0, pad_id=PAD_ID, banned_ids=[MASK_ID])
+    ids, padding = D.left_padded(prompts, 0, PAD_ID, PAD_ID)
+    with torch.no_grad():
+        for step in range(8):
+            logits = model(input_ids=ids, attention_mask=padding, position_ids=M.content_positions(padding)).logits[:, -1]
+            logits[:, MASK_ID] = -float("inf")
+            token = logits.argmax(-1)
+            assert torch.equal(token, cached[:, step])
+            ids = torch.cat([ids, token[:, None]], 1)
+            padding = torch.cat([padding, torch.ones_like(padding[:, :1])], 1)
+
+
+def test_continuation_perplexity_is_the_mean_nll_of_the_continuation_tokens():
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
+    except models.MissingAssetError as error:
+        pytest.skip(f"embedded tokenizer not fetched: {error}")
+    prompts, continuations = ["It is a truth", "Emma Woodhouse"], ["universally acknowledged.", "handsome, clever, and rich"]
+    nll, count = D.continuation_nll(model, tokenizer, prompts, continuations, batch_size=2)
+    expected, tokens = 0.0, 0
+    for prompt, continuation in zip(prompts, continuations):
+        source = tokenizer(prompt, add_special_tokens=False).input_ids
+        target = tokenizer(" " + continuation, add_special_tokens=False).input_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([source + target])).logits[0]
+        predicted = logits[len(source) - 1:-1]
+        expected += float(torch.nn.functional.cross_entropy(predicted, torch.tensor(target), reduction="sum"))
+        tokens += len(target)
+    assert count == tokens
+    assert nll == pytest.approx(expected, rel=1e-4)
+
+
+# --------------------------------------------------------------------------- App. B, Eq. 5, metrics, settings
+
+
+def test_recurrent_segments_condition_each_segment_on_the_ones_before():
+    backend = ToyMaskedLM()
+    segments = D.recurrent_mask_predict(backend, prompts_of(3), 10, 3, D.DecodeConfig(iterations=2))
+    assert D.segment_lengths(10, 3) == [4, 3, 3]
+    assert [s.tokens.shape[1] for s in segments] == [4, 3, 3]
+    assert [s.trace[0].masked.sum().item() for s in segments] == [4, 3, 3]
+    assert torch.equal(segments[1].prompts[0], torch.cat([prompts_of(3)[0], segments[0].tokens[0]]))
+    assert D.joined_tokens(segments).shape == (1, 10)
+    with pytest.raises(ValueError, match="segments"):
+        D.segment_lengths(3, 4)
+
+
+def test_length_predictor_learns_a_linear_rule_then_offsets_and_clips():
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(300, 6))
+    lengths = np.clip(np.rint(60 + 15 * features[:, 2]), 1, None)
+    predictor = D.LengthPredictor(max_length=200, ridge=1e-3).fit(features[:200], lengths[:200])
+    assert np.abs(predictor.predict(features[200:]) - lengths[200:]).mean() < 1.0
+    shifted = D.LengthPredictor(max_length=200, offset=-20, ridge=1e-3).fit(features[:200], lengths[:200])
+    assert np.abs(shifted.predict(features[200:]) - np.clip(lengths[200:] - 20, 1, 200)).mean() < 1.0
+    assert D.LengthPredictor(max_length=50, ridge=1e-3).fit(features, lengths).predict(features).max() <= 50
+    scores = D.length_strategies(features[:200], lengths[:200], features[200:], lengths[200:], max_length=200)
+    assert scores["Prediction"]["mean |error|"] < scores["Fixed"]["mean |error|"]
+
+
+class WordTokenizer:
+    vocabulary = ["the", ",", "garden", "of", "Emma", "."]
+
+    def decode(self, ids):
+        return " ".join(self.vocabulary[i] for i in ids)
+
+
+def test_function_word_share_counts_stop_words_and_punctuation():
+    probs = torch.tensor([0.3, 0.2, 0.25, 0.1, 0.1, 0.05])
+    share = D.function_word_share(WordTokenizer(), probs.log(), top_k=6)
+    assert share == pytest.approx(0.3 + 0.2 + 0.1 + 0.05)
+
+
+def test_speed_ratios_divide_by_ar_at_the_same_length():
+    rows = [{"method": "AR", "iterations": 0, "length": 64, "tokens_per_s": 10.0},
+            {"method": "AR", "iterations": 0, "length": 128, "tokens_per_s": 8.0},
+            {"method": "mask-predict", "iterations": 8, "length": 64, "tokens_per_s": 30.0},
+            {"method": "mask-predict", "iterations": 8, "length": 128, "tokens_per_s": 48.0}]
+    assert D.speed_ratios(rows).loc["T=8"].tolist() == [3.0, 6.0]
+
+
+def test_settings_cover_every_profile_and_the_paper_entry_holds_section_5_1():
+    assert set(D.SETTINGS) == set(profiles.PROFILE_NAMES)
+    for name in profiles.PROFILE_NAMES:
+        assert profiles.settings_for("decoding", profiles.get(name)) is D.SETTINGS[name]
+    paper = D.SETTINGS["paper"]
+    assert (paper.iterations, paper.beta, paper.top_p, paper.fixed_window, paper.alpha_min, paper.alpha_max) == \
+        (8, 1.8, 0.9, 64, 0.125, 0.75)
+    assert paper.masked_lm == "FacebookAI/roberta-base"
+    for settings in D.SETTINGS.values():
+        settings.decode_config()  # every profile's settings are valid
+        assert settings.probe_position < settings.trace_length

@@ -1,0 +1,289 @@
+"""Sequence repetition (seed 003): repetition and pooling indices, padding between copies, App. A.3.1's middle
+layers, early exit, first-sub-token labels, and the bad inputs the issue names."""
+import dataclasses
+
+import pytest
+import torch
+
+from helpers import masks as M
+from helpers import models
+from helpers import repetition as R
+
+PAD = 2
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    return model.get_decoder().eval(), tokenizer
+
+
+def padded_pair(side: str = "right"):
+    """A 4-token row padded to the 7 tokens of its batch-mate, on the given side."""
+    generator = torch.Generator().manual_seed(0)
+    short, long = torch.randint(10, 2000, (4,), generator=generator), torch.randint(10, 2000, (7,), generator=generator)
+    ids, mask = torch.full((2, 7), PAD), torch.zeros(2, 7, dtype=torch.long)
+    where = slice(0, 4) if side == "right" else slice(3, 7)
+    ids[0, where], mask[0, where] = short, 1
+    ids[1], mask[1] = long, 1
+    return ids, mask, short, where
+
+
+# --------------------------------------------------------------------------- indices
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("r", [0, 1, 2, 4])
+def test_packed_repetition_puts_no_pad_between_copies_and_pools_the_last_copy(side, r):
+    ids, mask, short, where = padded_pair(side)
+    k = r + 1
+    batch = R.repeat_batch(ids, mask, r, "packed")
+    assert batch.input_ids.shape == (2, k * 7)
+    # §2: s^k is the sequence k times; App. A.3.2 alternative: no pad tokens between the copies.
+    assert batch.input_ids[0, :4 * k].tolist() == short.tolist() * k
+    assert (batch.input_ids[0, 4 * k:] == PAD).all() and (batch.padding_mask[0, 4 * k:] == 0).all()
+    # Position ids continue across the copies.
+    assert batch.position_ids[0, :4 * k].tolist() == list(range(4 * k))
+    assert batch.position_ids[1].tolist() == list(range(7 * k))
+    # Pooling: each real position reads the last copy, whose ids are the original ids.
+    real = torch.arange(7)[where]
+    last = batch.last_copy[0, real]
+    assert last.tolist() == [r * 4 + j for j in range(4)]
+    assert batch.input_ids[0, last].tolist() == ids[0, real].tolist()
+    assert batch.last_copy[1].tolist() == [r * 7 + j for j in range(7)]
+
+
+def test_masked_repetition_repeats_pads_hides_them_and_skips_them_in_positions():
+    ids, mask, _, _ = padded_pair("right")
+    batch = R.repeat_batch(ids, mask, 2, "masked")
+    assert batch.input_ids.tolist() == ids.repeat(1, 3).tolist()  # App. A.3.2: the padded tensor concatenated k times
+    assert batch.padding_mask.tolist() == mask.repeat(1, 3).tolist()
+    assert batch.position_ids[0, [0, 1, 2, 3, 7, 8, 9, 10, 14, 15, 16, 17]].tolist() == list(range(12))
+    assert batch.last_copy[0].tolist() == list(range(14, 21))
+
+
+def test_unmasked_policy_is_the_public_implementation():
+    ids, mask, _, _ = padded_pair("right")
+    batch = R.repeat_batch(ids, mask, 1, "unmasked")
+    assert batch.padding_mask.bool().all()
+    assert batch.position_ids[0].tolist() == list(range(14))
+
+
+# --------------------------------------------------------------------------- padding, on a decoder
+
+@pytest.mark.parametrize("policy", ["packed", "masked"])
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("r", [1, 2])
+def test_padding_between_copies_leaves_the_real_tokens_exactly_as_without_padding(tiny, policy, side, r):
+    body, _ = tiny
+    ids, mask, short, where = padded_pair(side)
+    batched, _ = R.sr_features(body, ids, mask, R.Strategy("sr", r), policy)
+    alone, _ = R.sr_features(body, short[None], None, R.Strategy("sr", r), policy)
+    torch.testing.assert_close(batched[0, where], alone[0], atol=1e-5, rtol=1e-5)
+
+
+def test_visible_pads_between_copies_change_a_row_with_its_batch_mates(tiny):
+    body, _ = tiny
+    ids, mask, short, where = padded_pair("right")
+    batched, _ = R.sr_features(body, ids, mask, R.Strategy("sr", 1), "unmasked")
+    alone, _ = R.sr_features(body, short[None], None, R.Strategy("sr", 1), "unmasked")
+    assert (batched[0, where] - alone[0]).abs().max() > 1e-3
+
+
+# --------------------------------------------------------------------------- §2: SR makes the last copy bidirectional
+
+@torch.no_grad()
+def moved_first_token(body, strategy, length=6):
+    """How much the first token's embedding moves when the last token of the sentence changes."""
+    ids = torch.randint(10, 2000, (1, length), generator=torch.Generator().manual_seed(1))
+    changed = ids.clone()
+    changed[0, -1] = 7
+    before, _ = R.sr_features(body, ids, None, strategy)
+    after, _ = R.sr_features(body, changed, None, strategy)
+    return float((before[0, 0] - after[0, 0]).abs().max())
+
+
+def test_repetition_lets_the_first_token_see_the_last_one(tiny):
+    body, _ = tiny
+    assert moved_first_token(body, R.Strategy("sr", 0)) == 0.0  # causal: no right context
+    for r in (1, 2):
+        assert moved_first_token(body, R.Strategy("sr", r)) > 1e-4  # block A_k1 is full (§2)
+    assert moved_first_token(body, R.Strategy("full")) > 1e-4
+    assert moved_first_token(body, R.Strategy("middle")) > 1e-4
+
+
+# --------------------------------------------------------------------------- App. A.3.1 middle layers
+
+@pytest.mark.parametrize("depth, lower, upper", [(28, 9, 18), (32, 10, 21)])
+def test_middle_unmasking_follows_appendix_a31(depth, lower, upper):
+    # N_u = floor(N/3)_even; lb = N/2 - 1 - N_u/2; ub = N/2 + N_u/2: 28 -> N_u = 8, 32 -> N_u = 10.
+    assert M.middle_unmasked_layers(depth) == (lower, upper)
+    layer_masks = R.strategy_masks(R.Strategy("middle"), depth)["layer_masks"]
+    assert [mask is M.bidirectional for mask in layer_masks] == [lower <= i <= upper for i in range(depth)]
+    assert all(mask is M.causal for i, mask in enumerate(layer_masks) if not lower <= i <= upper)
+    assert R.strategy_masks(R.Strategy("sr", 3), depth) == {"mask": M.causal}
+    assert R.strategy_masks(R.Strategy("full"), depth) == {"mask": M.bidirectional}
+
+
+# --------------------------------------------------------------------------- §3.5 early exit
+
+def test_exit_layers_are_the_papers_for_32_layers_and_scale_with_depth():
+    assert R.exit_layers(32) == (9, 14, 19, 24)
+    assert R.exit_layers(30) == (8, 13, 18, 23)
+    assert all(1 <= layer <= 4 for layer in R.exit_layers(4))
+
+
+def test_early_exit_reads_the_hidden_state_after_layer_l(tiny):
+    body, _ = tiny
+    ids = torch.randint(10, 2000, (1, 5), generator=torch.Generator().manual_seed(2))
+    full = body(input_ids=ids, output_hidden_states=True, use_cache=False)
+    for layer in (1, 2, 3):
+        with R.early_exit(body, layer):
+            assert len(models.decoder_layers(body)) == layer and body.config.num_hidden_layers == layer
+            cut, _ = R.sr_features(body, ids, None, R.Strategy("sr", 0))
+        torch.testing.assert_close(cut[0], body.norm(full.hidden_states[layer])[0], atol=1e-5, rtol=1e-5)
+    assert len(models.decoder_layers(body)) == 4 and body.config.num_hidden_layers == 4  # restored
+
+
+# --------------------------------------------------------------------------- labels on first sub-tokens
+
+def test_labels_sit_on_the_first_sub_token_of_each_word_only(tiny):
+    _, tokenizer = tiny
+    words = ["Elizabeth", "walked", "to", "Netherfield", ",", "Hertfordshire", "."]
+    tags = ["B-PER", "O", "O", "B-LOC", "O", "B-LOC", "O"]
+    ids, starts = R.encode_words(tokenizer, words)
+    assert len(starts) == len(words) and starts == sorted(set(starts))
+    for word, start, end in zip(words, starts, starts[1:] + [len(ids)]):
+        assert tokenizer.decode(ids[start:end]).strip() == word  # the word's sub-tokens run from its start
+    assert any(end - start > 1 for start, end in zip(starts, starts[1:]))  # some word really is split
+    sentence = R.EncodedSentence(tuple(ids), tuple(starts), tuple(words), tuple(tags))
+    labels = R.label_vocabulary([tags])
+    short = R.EncodedSentence(tuple(ids[:2]), (0,), ("Elizabeth",), ("B-PER",))
+    batch = R.collate([sentence, short], labels, PAD)
+    row = batch["labels"][0]
+    assert [labels[int(row[s])] for s in starts] == tags
+    others = [i for i in range(len(ids)) if i not in starts]
+    assert (row[others] == R.IGNORE_INDEX).all()
+    assert (batch["labels"][1, 1:] == R.IGNORE_INDEX).all() and (batch["padding_mask"][1, 2:] == 0).all()
+
+
+def test_truncation_drops_words_past_max_tokens(tiny):
+    _, tokenizer = tiny
+    ids, starts = R.encode_words(tokenizer, ["Netherfield"] * 10, max_tokens=8)
+    assert len(ids) <= 8 and all(start < len(ids) for start in starts) and len(starts) < 10
+
+
+def test_label_vocabulary_and_silver_types():
+    assert R.label_vocabulary([["B-PER", "I-PER", "O"], ["B-LOC"]]) == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+    assert R.conll_types(["B-PERSON", "I-PERSON", "B-DATE", "B-GPE", "B-NORP"]) == ("B-PER", "I-PER", "O", "B-LOC", "B-MISC")
+
+
+# --------------------------------------------------------------------------- §2 block shares
+
+def test_block_mass_shares_count_mass_in_full_blocks():
+    n, r = 3, 2
+    length = (r + 1) * n
+    copies = torch.arange(length) // n
+    on_diagonal = torch.zeros(1, 1, length, length)
+    on_first_copy = torch.zeros(1, 1, length, length)
+    for q in range(length):
+        on_diagonal[0, 0, q, copies[q] * n] = 1.0
+        on_first_copy[0, 0, q, q % n if copies[q] > 0 else 0] = 1.0
+    assert float(R.block_mass_shares([on_diagonal], n, r)[0]) == 0.0
+    assert float(R.block_mass_shares([on_first_copy], n, r)[0]) == pytest.approx(2 / 3)  # copies 2 and 3 of 3
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+def test_bad_inputs_raise_clear_errors(tiny):
+    body, _ = tiny
+    ids = torch.randint(10, 2000, (1, 700))
+    with pytest.raises(ValueError, match="r=-1"):
+        R.Strategy("sr", -1)
+    with pytest.raises(ValueError, match="r=-2"):
+        R.repeat_batch(ids, None, -2)
+    with pytest.raises(ValueError, match="r=2 with kind='full'"):
+        R.Strategy("full", 2)
+    with pytest.raises(ValueError, match="exit_layer=5 is out of range for a model with 4 layers"):
+        R.check_exit_layer(5, 4)
+    with pytest.raises(ValueError, match="exit_layer=0"):
+        R.Strategy("sr", 1, 0)
+    with pytest.raises(ValueError, match="exit_layer=9"):
+        with R.early_exit(body, 9):
+            pass
+    with pytest.raises(ValueError, match="max_position_embeddings=2048"):  # k x n = 3 x 700 = 2100
+        R.sr_features(body, ids, None, R.Strategy("sr", 2))
+    with pytest.raises(ValueError, match="policy='loose'"):
+        R.repeat_batch(ids, None, 1, "loose")
+    with pytest.raises(ValueError, match="r=-1"):
+        dataclasses.replace(R.SETTINGS["cpu"], repeats=(0, -1))
+
+
+# --------------------------------------------------------------------------- settings and training
+
+def test_settings_cover_every_profile_and_the_paper_entry_holds_appendix_a4():
+    assert set(R.SETTINGS) == {"smoke", "cpu", "gpu", "paper"}
+    paper = R.SETTINGS["paper"]
+    assert (paper.lora_r, paper.lora_alpha, paper.lora_dropout) == (16, 16, 0.1)
+    assert (paper.lr, paper.weight_decay, paper.batch_size * paper.grad_accum) == (2e-4, 0.05, 32)
+    assert paper.seeds == (5, 29, 42, 81, 123) and paper.max_tokens == 256 and paper.qlora
+    assert paper.repeats == (0, 1, 2, 4, 8) and set(paper.baselines) == {"middle", "full"}
+    assert paper.dataset == "conll2003" and R.SETTINGS["cpu"].dataset == "silver"
+
+
+def toy_data(tokenizer):
+    words = [("Elizabeth", "walked", "home"), ("Darcy", "rode", "to", "London"), ("Jane", "smiled")]
+    tags = [("B-PER", "O", "O"), ("B-PER", "O", "O", "B-LOC"), ("B-PER", "O")]
+    sentences = [R.TaggedSentence(w, t) for w, t in zip(words, tags)]
+    encoded = R.encode_sentences(tokenizer, sentences, 32)
+    return R.TaggingData("ner", R.label_vocabulary(tags), encoded, encoded[:2], encoded, PAD)
+
+
+def test_training_moves_only_lora_and_the_head_and_finished_runs_are_read_back(tmp_path, tiny, monkeypatch):
+    _, tokenizer = tiny
+    settings = dataclasses.replace(R.SETTINGS["smoke"], steps=3, batch_size=2, lora_r=2, lora_alpha=2, lr=1e-2,
+                                   eval_every=0)
+    built = {}
+    original = R.build_tagger
+
+    def remember(*args, **kwargs):
+        tagger, tok = original(*args, **kwargs)
+        built["before"] = {name: p.detach().clone() for name, p in tagger.named_parameters()}
+        built["tagger"] = tagger
+        return tagger, tok
+
+    monkeypatch.setattr(R, "build_tagger", remember)
+    tagging = toy_data(tokenizer)
+    result = R.train_tagger(tagging, R.Strategy("sr", 1), settings, model_name="tiny-random:llama", seed=0,
+                            run_dir=tmp_path / "run", progress=False)
+    after = {name: p.detach() for name, p in built["tagger"].named_parameters()}
+    moved = {name for name, before in built["before"].items() if not torch.equal(before, after[name])}
+    assert all("lora_" in name or name.startswith("head.") for name in moved)  # the decoder itself stays frozen
+    assert any("lora_B" in name for name in moved) and {"head.weight", "head.bias"} <= moved
+    built.clear()
+    again = R.train_tagger(tagging, R.Strategy("sr", 1), settings, model_name="tiny-random:llama", seed=0,
+                           run_dir=tmp_path / "run", progress=False)
+    assert "tagger" not in built and again == result  # read back, not retrained
+    reloaded = R.load_trained_tagger(result, settings)
+    predicted = R.predict_tags(reloaded, tagging.test, tagging.labels, tagging.pad_id)
+    assert R.tagging_f1(reloaded, tagging.test, tagging.labels, tagging.pad_id) == result["test_f1"]
+    assert [len(p) for p in predicted] == [len(s.words) for s in tagging.test]
+
+
+def test_summary_is_mean_and_ci_over_seeds_and_table1_picks_the_best_r():
+    import pandas as pd
+
+    from helpers import metrics
+
+    rows = []
+    for seed, scores in enumerate([(0.50, 0.70, 0.74, 0.60, 0.65), (0.54, 0.72, 0.70, 0.62, 0.61)]):
+        for (kind, r), score in zip([("sr", 0), ("sr", 1), ("sr", 2), ("middle", 0), ("full", 0)], scores):
+            label = R.Strategy(kind, r).label
+            rows.append({"task": "ner", "strategy": label, "kind": kind, "r": r, "exit_layer": None, "seed": seed,
+                         "test_f1": score})
+    summary = R.summarize(pd.DataFrame(rows))
+    sr1 = summary[(summary.kind == "sr") & (summary.r == 1)].iloc[0]
+    assert (sr1.f1, sr1.ci95) == pytest.approx(metrics.mean_ci95([70.0, 72.0]))
+    assert R.best_sr_r(summary, "ner") == 2  # mean 72.0 beats r = 1's 71.0
+    table = R.table1(summary)
+    assert list(table.method) == ["SR (r=2)", "middle unmasking", "full unmasking"]
+    assert table[R.PAPER_TABLE1_COLUMN].tolist() == pytest.approx([92.92, 92.16, 92.30], abs=0.01)
