@@ -1,0 +1,162 @@
+"""Figures for notebook 06 (EMAT multi-token completion, seed 004). Every callback returns a figure."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .. import mtc
+
+__all__ = ["vocabulary_figure", "mtc_training_figure", "coverage_figure", "accuracy_at_k_figure", "completion_view"]
+
+_OURS = "#3182bd"
+_PAPER = "#bdbdbd"
+_METHOD_COLORS = {"emat": "#3182bd", "gru": "#e6550d", "mlm": "#31a354", "naive": "#756bb1", "emat_new_rows": "#9ecae1"}
+_LABEL_COLORS = {mtc.METHOD_LABELS[method]: color for method, color in _METHOD_COLORS.items()}
+_PAPER_STYLES = {"BERT-Adapted-EMAT": ("#3182bd", "EMAT"), "BERT-Adapted-RNN": ("#e6550d", "RNN"),
+                 "T5-3B": ("#636363", "T5-3B"), "T5-base": ("#969696", "T5-base")}
+
+
+def _paired_bars(ax, buckets: Sequence[str], paper: dict, ours: dict, title: str, ours_label: str) -> None:
+    x = np.arange(len(buckets))
+    ax.bar(x - 0.2, [paper[b] for b in buckets], 0.4, color=_PAPER, label="paper (Table 1)")
+    ax.bar(x + 0.2, [ours[b] for b in buckets], 0.4, color=_OURS, label=ours_label)
+    for xi, value in zip(x + 0.2, (ours[b] for b in buckets)):
+        ax.text(xi, value + 0.8, f"{value:.0f}", ha="center", fontsize=7)
+    ax.set_xticks(x, buckets)
+    ax.set_ylabel("% of phrases")
+    ax.set_ylim(0, 1.2 * max(max(paper.values()), max(ours.values())))
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize=8)
+
+
+def vocabulary_figure(manifest: dict) -> plt.Figure:
+    """Table 1 as bars: phrases by number of tokens and of words, ours next to the paper's."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    ours = f"ours ({manifest['vocabulary']} phrases, k = {manifest['k (min_count)']})"
+    _paired_bars(axes[0], mtc.LENGTH_BUCKETS, mtc.PAPER_TABLE1["tokens"], manifest["tokens per phrase %"],
+                 f"tokens per phrase (paper: BERT cased; ours: {manifest['model_name']})", ours)
+    _paired_bars(axes[1], mtc.LENGTH_BUCKETS, mtc.PAPER_TABLE1["words"], manifest["words per phrase %"],
+                 "words per phrase", ours)
+    fig.suptitle(f"EMAT Table 1: the completion vocabulary ({manifest['corpus']})")
+    fig.tight_layout()
+    return fig
+
+
+def _smooth(values: Sequence[float], window: int) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    if len(values) < window or window <= 1:
+        return values
+    return np.convolve(values, np.ones(window) / window, mode="valid")
+
+
+def mtc_training_figure(runs: dict[str, list[dict]], dev_metric: str = "dev a@1") -> plt.Figure:
+    """Training loss per step and the dev metric per epoch for each head (the records in runs/)."""
+    if not runs:
+        raise ValueError("runs is empty; pass {label: training records}")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for label, records in runs.items():
+        steps = [r["step"] for r in records if "loss" in r]
+        losses = [r["loss"] for r in records if "loss" in r]
+        if not steps:
+            continue
+        window = max(1, len(losses) // 20)
+        color = _LABEL_COLORS.get(label)
+        axes[0].plot(np.asarray(steps[window - 1:]) / max(steps), _smooth(losses, window), label=label, color=color)
+        evals = [(r["step"], r[dev_metric]) for r in records if dev_metric in r]
+        if evals:
+            axes[1].plot([s / max(steps) for s, _ in evals], [100 * v for _, v in evals], marker="o", label=label,
+                         color=color)
+    axes[0].set(xlabel="training progress (share of steps)", ylabel="cross-entropy", title="training loss")
+    axes[1].set(xlabel="training progress (share of steps)", ylabel=f"{dev_metric} (%)", title=f"dev split: {dev_metric}")
+    for ax in axes:
+        ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def coverage_figure(results: dict, split: str = "test") -> plt.Figure:
+    """Table 2: coverage, and accuracy@k within coverage (x) and over the whole test set (y)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [1, 2]})
+    pairs = (("mlm", "BERT-cased"), ("naive", "Naive-MTC-BERT"))
+    x = np.arange(len(pairs))
+    axes[0].bar(x - 0.2, [mtc.PAPER_TABLE2[p]["coverage"] for _, p in pairs], 0.4, color=_PAPER, label="paper")
+    axes[0].bar(x + 0.2, [100 * results[m][split]["coverage"] for m, _ in pairs], 0.4, color=_OURS, label="ours")
+    axes[0].set_xticks(x, [mtc.METHOD_LABELS[m] for m, _ in pairs])
+    axes[0].set(ylabel="% of test sentences", title="coverage", ylim=(0, 115))
+    axes[0].legend(frameon=False, fontsize=8)
+    for method, paper in pairs:
+        color = _METHOD_COLORS[method]
+        measured = results[method][split]
+        ks = list(measured["accuracy"])
+        axes[1].plot(ks, [100 * measured["accuracy within coverage"][k] for k in ks], color=color, marker="o",
+                     label=f"ours {mtc.METHOD_LABELS[method]}: within coverage")
+        axes[1].plot(ks, [100 * measured["accuracy"][k] for k in ks], color=color, marker="o", alpha=0.5,
+                     label=f"ours {mtc.METHOD_LABELS[method]}: whole test set")
+        axes[1].plot(mtc.KS, [mtc.PAPER_TABLE2[paper][k][0] for k in mtc.KS], color=color, ls="--", lw=1,
+                     label=f"paper {paper}: within coverage")
+    axes[1].set_xscale("log")
+    axes[1].set_xticks(mtc.KS, [str(k) for k in mtc.KS])
+    axes[1].set(xlabel="k", ylabel="accuracy@k (%)", title="EMAT Table 2: limited completion")
+    axes[1].legend(frameon=False, fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_at_k_figure(results: dict, latency: dict[str, float] | None = None) -> plt.Figure:
+    """Table 3: accuracy@k on seen and unseen test phrases (ours solid, paper dashed) and ms per sentence."""
+    panels = 3 if latency else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.6))
+    for ax, split, title in ((axes[0], "test", "seen phrases (test split)"),
+                             (axes[1], mtc.UNSEEN, "unseen phrases (never a training label)")):
+        for method in ("emat", "emat_new_rows", "gru", "mlm", "naive"):
+            measured = results.get(method, {}).get(split)
+            if measured is None:
+                continue
+            ks = list(measured["accuracy"])
+            ax.plot(ks, [100 * measured["accuracy"][k] for k in ks], marker="o", color=_METHOD_COLORS[method],
+                    label=f"ours: {mtc.METHOD_LABELS[method]}")
+        for paper in ("BERT-Adapted-EMAT", "BERT-Adapted-RNN", "T5-3B"):
+            color, short = _PAPER_STYLES[paper]
+            values = [(k, mtc.PAPER_TABLE3[paper][k]) for k in mtc.KS if not math.isnan(mtc.PAPER_TABLE3[paper][k])]
+            ax.plot([k for k, _ in values], [v for _, v in values], ls="--", lw=1, color=color,
+                    label=f"paper: {short} (seen)")
+        ax.set_xscale("log")
+        ax.set_xticks(mtc.KS, [str(k) for k in mtc.KS])
+        ax.set(xlabel="k", ylabel="accuracy@k (%)", title=title)
+        ax.legend(frameon=False, fontsize=7)
+    if latency:
+        names = ["forward", "mlm", "emat", "emat_new_rows", "gru", "naive"]
+        names = [n for n in names if n in latency]
+        labels = ["MLM forward" if n == "forward" else mtc.METHOD_LABELS[n] for n in names]
+        axes[2].barh(labels, [latency[n] for n in names], color=[_METHOD_COLORS.get(n, _PAPER) for n in names])
+        for y, n in enumerate(names):
+            axes[2].text(latency[n], y, f" {latency[n]:.1f}", va="center", fontsize=8)
+        axes[2].set(xlabel="ms per sentence (batch 1, this machine)", title="inference time (paper: EMAT 15, RNN 44 ms, T4)")
+        axes[2].invert_yaxis()
+    fig.suptitle("EMAT Table 3: multi-token completion")
+    fig.tight_layout()
+    return fig
+
+
+def completion_view(completer, sentence: str = "Elizabeth was walking with [MASK] in the garden.", k: int = 8) -> plt.Figure:
+    """The top-``k`` completions of EMAT, the GRU decoder and the single-token MLM, side by side.
+
+    ``sentence`` must contain ``[MASK]`` exactly once.
+    """
+    methods = ("emat", "gru", "mlm")
+    ranked = {method: completer.complete(sentence, method, k) for method in methods}
+    fig, axes = plt.subplots(1, len(methods), figsize=(12, 0.35 * k + 1.6))
+    for ax, method in zip(axes, methods):
+        items = ranked[method]
+        labels = [text for text, _ in items]
+        ax.barh(range(len(items)), [score for _, score in items], color=_METHOD_COLORS[method])
+        ax.set_yticks(range(len(items)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set(xlabel="probability", title=mtc.METHOD_LABELS[method])
+    wrapped = sentence if len(sentence) < 110 else sentence[:107] + "..."
+    fig.suptitle(wrapped, fontsize=9)
+    fig.tight_layout()
+    return fig
