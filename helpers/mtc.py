@@ -581,6 +581,18 @@ def is_completion(text: str) -> bool:
     return any(character.isalnum() for character in text)
 
 
+
+def first_distinct_completions(scored, k: int) -> list[tuple[str, float]]:
+    """The first ``k`` distinct ``(text, score)`` pairs, in the given order, that are real completions."""
+    seen, best = set(), []
+    for text, score in scored:
+        if text not in seen and is_completion(text):
+            seen.add(text)
+            best.append((text, score))
+            if len(best) == k:
+                break
+    return best
+
 def rank_candidates(scores: torch.Tensor, candidates: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
     """Per row, the ``k`` best distinct candidate strings (see :func:`is_completion`) with their scores, best first."""
     _check_k(k)
@@ -589,15 +601,7 @@ def rank_candidates(scores: torch.Tensor, candidates: Sequence[str], k: int) -> 
     top = scores.topk(min(scores.shape[-1], 8 * k + 16), dim=-1)
     ranked = []
     for values, indices in zip(top.values.tolist(), top.indices.tolist()):
-        seen, row = set(), []
-        for value, index in zip(values, indices):
-            text = candidates[index]
-            if text not in seen and is_completion(text):
-                seen.add(text)
-                row.append((text, value))
-                if len(row) == k:
-                    break
-        ranked.append(row)
+        ranked.append(first_distinct_completions(((candidates[index], value) for value, index in zip(values, indices)), k))
     return ranked
 
 
@@ -879,14 +883,7 @@ def naive_complete(mlm: MaskedLM, lengths: LengthClassifier, sentences: Sequence
             for p2, t2 in zip(second_top.values[flat].tolist(), second_top.indices[flat].tolist()):
                 candidates.append((mlm.tokenizer.decode([t1, t2], skip_special_tokens=True).strip(), p_two * p1 * p2))
         candidates.sort(key=lambda item: -item[1])
-        seen, best = set(), []
-        for text, score in candidates:
-            if text not in seen and is_completion(text):
-                seen.add(text)
-                best.append((text, score))
-                if len(best) == k:
-                    break
-        ranked.append(best)
+        ranked.append(first_distinct_completions(candidates, k))
     return ranked
 
 
