@@ -16,8 +16,6 @@ SmolLM2-135M with notebook 02's MNTP adapter (trained briefly here if it is miss
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
@@ -36,28 +34,8 @@ def masked_sentences(count: int) -> list[str]:
     return sentences
 
 
-def interleaved_medians(jobs: dict, sentences: list[str], rounds: int = 2, best: bool = False) -> dict[str, float]:
-    """Per job, the median over sentences of ms per sentence; jobs alternate on every sentence.
-
-    With ``best``, each sentence counts with the fastest of its ``rounds`` repeats: on a shared machine
-    interference only ever adds time, so this is the robust statistic.
-    """
-    samples: dict[str, list[list[float]]] = {name: [[] for _ in sentences] for name in jobs}
-    for job in jobs.values():
-        job(sentences[0])  # warm-up
-    for _ in range(rounds):
-        for index, sentence in enumerate(sentences):
-            for name, job in jobs.items():
-                started = time.perf_counter()
-                job(sentence)
-                samples[name][index].append(1000 * (time.perf_counter() - started))
-    reduce = min if best else statistics.median
-    return {name: statistics.median(reduce(repeats) for repeats in per_sentence)
-            for name, per_sentence in samples.items()}
-
-
 def main() -> None:
-    from helpers import mtc, profiles
+    from helpers import metrics, mtc, profiles
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=40)
@@ -100,17 +78,18 @@ def main() -> None:
           f"torch threads {torch.get_num_threads()}")
     jobs = {"forward": forward, "plain MLM top-k": plain, f"EMAT top-k ({len(ours.phrases)} new rows)": emat,
             "EMAT top-k (93,000 new rows)": lambda s: emat(s, paper_sized)}
-    medians = interleaved_medians(jobs, sentences)
+    medians = metrics.interleaved_timings(jobs, sentences, rounds=2, best=False)
     names = list(jobs)
     print(f"  {'':<34} {'median':>8} {'best':>8} ms / sentence")
-    bests = interleaved_medians(jobs, sentences, rounds=3, best=True)
+    bests = metrics.interleaved_timings(jobs, sentences, rounds=3, best=True)
     for name in names:
         print(f"  {name:<34} {medians[name]:8.2f} {bests[name]:8.2f}")
     for label, times in (("median", medians), ("best", bests)):
         print(f"[{label}] EMAT ({len(ours.phrases)} rows) / plain MLM: {times[names[2]] / times[names[1]]:.3f}x (goal <= 1.1x); "
               f"EMAT (93,000 rows) / plain MLM: {times[names[3]] / times[names[1]]:.3f}x; "
               f"plain MLM top-k / bare forward: {times[names[1]] / times[names[0]]:.3f}x")
-    gru_times = interleaved_medians({"EMAT": emat, "GRU beam": beam}, sentences[: max(4, len(sentences) // 4)], rounds=1)
+    gru_times = metrics.interleaved_timings({"EMAT": emat, "GRU beam": beam}, sentences[: max(4, len(sentences) // 4)],
+                                           rounds=1, best=False)
     print(f"GRU beam search (beam {settings.beam_size}, <= 5 steps) / EMAT: {gru_times['GRU beam'] / gru_times['EMAT']:.2f}x "
           f"({gru_times['GRU beam']:.1f} vs {gru_times['EMAT']:.1f} ms; paper on a T4: 44 / 15 = 2.9x)")
 

@@ -579,3 +579,36 @@ def silver_labels(texts: Iterable[str], progress: bool = True) -> list[LabelledS
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled]))
     return labelled
+
+
+CONLL2003_HUB_IDS = ("eriktks/conll2003", "conll2003")
+
+
+def conll2003(split: str, limit: int | None = None) -> list[LabelledSentence]:
+    """CoNLL-2003 (Tjong Kim Sang & De Meulder 2003) from the Hub as :class:`LabelledSentence` records with its
+    gold POS, NER (IOB2, PER/ORG/LOC/MISC) and chunk tags. Used by notebooks 03 and 04 in the gpu/paper profiles."""
+    if split not in ("train", "validation", "test"):
+        raise ValueError(f"split={split!r} must be 'train', 'validation' or 'test'")
+    try:
+        import datasets
+    except ImportError as error:
+        raise MissingAssetError(f"CoNLL-2003 needs the `datasets` package; {SETUP_HINT}") from error
+    errors = []
+    for hub_id in CONLL2003_HUB_IDS:
+        try:
+            rows = datasets.load_dataset(hub_id, split=split)
+            break
+        except Exception as error:  # offline, moved, or script-only on this datasets version
+            errors.append(f"{hub_id}: {error}")
+    else:
+        raise MissingAssetError(f"could not load CoNLL-2003 split={split!r} from the Hub ({'; '.join(errors)}); "
+                                "offline, use the spaCy silver labels instead")
+    names = {column: rows.features[column].feature.names for column in ("pos_tags", "chunk_tags", "ner_tags")}
+    out = []
+    for row in rows.select(range(min(limit or len(rows), len(rows)))):
+        if row["tokens"]:
+            out.append(LabelledSentence(words=tuple(row["tokens"]),
+                                        pos=tuple(names["pos_tags"][t] for t in row["pos_tags"]),
+                                        ner=tuple(names["ner_tags"][t] for t in row["ner_tags"]),
+                                        chunks=tuple(names["chunk_tags"][t] for t in row["chunk_tags"])))
+    return out

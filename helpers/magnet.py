@@ -1094,7 +1094,7 @@ def probe_scores(train_features: Sequence[torch.Tensor], test_features: Sequence
 def probe_sentences(settings: MagnetSettings, corpus: str, seed: int = 0) -> tuple[list, list]:
     """(train, test) labelled sentences: spaCy silver labels on held-out text offline, CoNLL-2003 from the Hub."""
     if settings.probe_source == "conll2003":
-        return (conll2003("train", settings.probe_train_sentences), conll2003("test", settings.probe_test_sentences))
+        return (D.conll2003("train", settings.probe_train_sentences), D.conll2003("test", settings.probe_test_sentences))
 
     def pick(split: str, count: int):
         texts = [s.text for s in D.load_sentences(corpus, split, min_words=4)
@@ -1103,39 +1103,6 @@ def probe_sentences(settings: MagnetSettings, corpus: str, seed: int = 0) -> tup
         return D.silver_labels(texts[:count])
 
     return pick("validation", settings.probe_train_sentences), pick("test", settings.probe_test_sentences)
-
-
-CONLL_HUB_IDS = ("eriktks/conll2003", "conll2003")
-
-
-def conll2003(split: str, limit: int | None = None) -> list:
-    """CoNLL-2003 (Sang & De Meulder 2003) from the Hub as ``data.LabelledSentence`` records (POS, NER, chunks)."""
-    from .models import MissingAssetError
-
-    try:
-        import datasets
-    except ImportError as error:
-        raise MissingAssetError("CoNLL-2003 needs the `datasets` package") from error
-    errors = []
-    for hub_id in CONLL_HUB_IDS:
-        try:
-            rows = datasets.load_dataset(hub_id, split=split)
-            break
-        except Exception as error:  # offline, moved, script-only
-            errors.append(f"{hub_id}: {error}")
-    else:
-        raise MissingAssetError(f"could not load CoNLL-2003 from the Hub ({'; '.join(errors)}); offline, use "
-                                "probe_source='silver'")
-    names = {column: rows.features[column].feature.names for column in ("pos_tags", "chunk_tags", "ner_tags")}
-    out = []
-    for row in rows.select(range(min(limit or len(rows), len(rows)))):
-        if not row["tokens"]:
-            continue
-        out.append(D.LabelledSentence(words=tuple(row["tokens"]),
-                                      pos=tuple(names["pos_tags"][t] for t in row["pos_tags"]),
-                                      ner=tuple(names["ner_tags"][t] for t in row["ner_tags"]),
-                                      chunks=tuple(names["chunk_tags"][t] for t in row["chunk_tags"])))
-    return out
 
 
 def word_probe_table(named_models: dict, tokenizer, train_sentences, test_sentences, settings: MagnetSettings,

@@ -87,3 +87,40 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
 
     variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
     return float(mean), float(t.ppf(0.975, len(values) - 1) * math.sqrt(variance / len(values)))
+
+
+def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: bool = True, synchronize=None,
+                        progress: bool = False) -> dict[str, float]:
+    """Per job, the median over ``inputs`` of milliseconds per call, the jobs taking turns on every input.
+
+    Taking turns spreads any drift of a shared machine over all jobs alike, so their ratios stay fair. With
+    ``best`` each input counts with the fastest of its ``rounds`` repeats (interference only ever adds time);
+    without it, with their median. ``synchronize`` (e.g. ``torch.cuda.synchronize``) runs around each call.
+    """
+    import statistics
+    import time
+
+    from tqdm.auto import tqdm
+
+    if not jobs:
+        raise ValueError("jobs is empty; nothing to time")
+    if not inputs:
+        raise ValueError("inputs is empty; nothing to time")
+    rounds = _check_n(rounds, "rounds")
+    wait = synchronize or (lambda: None)
+    samples = {name: [[] for _ in inputs] for name in jobs}
+    for job in jobs.values():
+        job(inputs[0])  # warm-up
+    with tqdm(total=rounds * len(inputs) * len(jobs), desc="timing", disable=not progress) as bar:
+        for _ in range(rounds):
+            for index, item in enumerate(inputs):
+                for name, job in jobs.items():
+                    wait()
+                    started = time.perf_counter()
+                    job(item)
+                    wait()
+                    samples[name][index].append(1000 * (time.perf_counter() - started))
+                    bar.update()
+    reduce = min if best else statistics.median
+    return {name: float(statistics.median(reduce(repeats) for repeats in per_input))
+            for name, per_input in samples.items()}

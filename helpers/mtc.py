@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import random
-import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -1126,29 +1125,20 @@ def _scores(ranked, gold, lengths, ks, max_tokens: int | None) -> dict:
 
 
 def measure_latency(completer: Completer, sentences: Sequence[str], methods: Sequence[str] | None = None, k: int = 10,
-                    progress: bool = True) -> dict[str, float]:
-    """Median milliseconds to complete one sentence (batch 1, masked LM forward included) per method.
+                    rounds: int = 2, progress: bool = True) -> dict[str, float]:
+    """Milliseconds to complete one sentence (batch 1, masked LM forward included) per method: the median over
+    ``sentences`` of the fastest of ``rounds`` repeats, the methods taking turns on every sentence
+    (:func:`helpers.metrics.interleaved_timings`), so that their ratios are measured in one run.
 
     ``"forward"`` is the plain masked LM forward alone. The paper times a T4 GPU (Table 3, Inf-time).
     """
     if not sentences:
         raise ValueError("sentences is empty; nothing to time")
-    timings: dict[str, float] = {}
     methods = completer.methods if methods is None else methods
     jobs = {"forward": lambda s: completer.mlm.features([s])}
     jobs.update({method: (lambda s, m=method: completer.complete([s], m, k)) for method in methods})
-    synchronize = torch.cuda.synchronize if completer.mlm.device.type == "cuda" else (lambda: None)
-    for name, job in tqdm(jobs.items(), desc="latency", disable=not progress):
-        job(sentences[0])  # warm-up
-        samples = []
-        for sentence in sentences:
-            synchronize()
-            started = time.perf_counter()
-            job(sentence)
-            synchronize()
-            samples.append(1000 * (time.perf_counter() - started))
-        timings[name] = float(sorted(samples)[len(samples) // 2])
-    return timings
+    synchronize = torch.cuda.synchronize if completer.mlm.device.type == "cuda" else None
+    return metrics.interleaved_timings(jobs, list(sentences), rounds=rounds, synchronize=synchronize, progress=progress)
 
 
 # ---------------------------------------------------------------------------------------------

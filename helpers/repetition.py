@@ -572,30 +572,9 @@ def _silver_split(corpus: str, split: str, count: int | None, settings: Repetiti
     return tagged[:wanted]
 
 
-CONLL2003_HUB_IDS = ("eriktks/conll2003", "conll2003")
-CONLL2003_NER = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
-
-
 def conll2003_sentences(split: str, limit: int | None = None) -> list[TaggedSentence]:
-    """CoNLL-2003 NER (§3.1) from the Hugging Face Hub, IOB2 tags as strings."""
-    import datasets
-
-    errors = []
-    for hub_id in CONLL2003_HUB_IDS:
-        try:
-            rows = datasets.load_dataset(hub_id, split=split)
-            break
-        except Exception as error:  # offline, moved, or script-only on this datasets version
-            errors.append(f"{hub_id}: {error}")
-    else:
-        raise models.MissingAssetError(f"could not load CoNLL-2003 split={split!r} from the Hub: {'; '.join(errors)}")
-    feature = rows.features["ner_tags"].feature
-    names = list(getattr(feature, "names", CONLL2003_NER))
-    out = []
-    for row in rows.select(range(min(limit or len(rows), len(rows)))):
-        if row["tokens"]:
-            out.append(TaggedSentence(tuple(row["tokens"]), tuple(names[t] for t in row["ner_tags"])))
-    return out
+    """CoNLL-2003 NER (§3.1) as IOB2 tag strings, through the one loader in :func:`helpers.data.conll2003`."""
+    return [TaggedSentence(s.words, s.ner) for s in data.conll2003(split, limit)]
 
 
 def load_tagging_data(tokenizer, task: str, settings: RepetitionSettings, corpus: str = "austen",

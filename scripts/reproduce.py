@@ -29,10 +29,12 @@ def run(paths: list[Path], timeout: int = 3600) -> None:
         notebook = nbformat.read(path, as_version=4)
         start = time.perf_counter()
         print(f"running {path.name} ...", flush=True)
-        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        try:
+            NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(path.parent)}}).execute()
+        finally:  # keep the executed cells, even of a failed run, for inspection
+            nbformat.write(notebook, out_dir / path.name)
         elapsed = time.perf_counter() - start
-        nbformat.write(notebook, out_dir / path.name)
         timings.append((path.name, elapsed))
         print(f"  {path.name}: {elapsed:.1f} s", flush=True)
     print("\nnotebook times:")

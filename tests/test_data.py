@@ -268,3 +268,69 @@ def test_fetch_is_idempotent_when_cached(austen):
     before = path.stat().st_mtime_ns
     assert data.fetch_austen() == path
     assert path.stat().st_mtime_ns == before
+
+
+class _FakeClassLabel:
+    def __init__(self, names):
+        self.names = list(names)
+
+
+class _FakeSequence:
+    def __init__(self, names):
+        self.feature = _FakeClassLabel(names)
+
+
+class _FakeCoNLLSplit:
+    """Just enough of a ``datasets.Dataset`` for the CoNLL-2003 loader: features with names, select, rows."""
+
+    features = {"pos_tags": _FakeSequence(["NNP", "VBD", "."]), "chunk_tags": _FakeSequence(["O", "B-NP", "B-VP"]),
+                "ner_tags": _FakeSequence(["O", "B-PER", "I-PER"])}
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def select(self, indices):
+        return [self.rows[i] for i in indices]
+
+
+def test_conll2003_maps_tag_ids_to_names_skips_empty_rows_and_limits(monkeypatch):
+    rows = [{"tokens": ["John", "Smith", "left", "."], "pos_tags": [0, 0, 1, 2], "chunk_tags": [1, 1, 2, 0],
+             "ner_tags": [1, 2, 0, 0]},
+            {"tokens": [], "pos_tags": [], "chunk_tags": [], "ner_tags": []},
+            {"tokens": ["Ann", "left"], "pos_tags": [0, 1], "chunk_tags": [1, 2], "ner_tags": [1, 0]}]
+    asked = []
+
+    def load_dataset(hub_id, split):
+        asked.append(hub_id)
+        if hub_id == data.CONLL2003_HUB_IDS[0]:
+            raise ConnectionError("offline")  # the first id fails, the loader falls back to the next
+        return _FakeCoNLLSplit(rows)
+
+    monkeypatch.setitem(sys.modules, "datasets", type(sys)("datasets"))
+    monkeypatch.setattr(sys.modules["datasets"], "load_dataset", load_dataset, raising=False)
+    sentences = data.conll2003("test")
+    assert asked == list(data.CONLL2003_HUB_IDS)
+    assert [s.words for s in sentences] == [("John", "Smith", "left", "."), ("Ann", "left")]
+    assert sentences[0].ner == ("B-PER", "I-PER", "O", "O")
+    assert sentences[0].pos == ("NNP", "NNP", "VBD", ".")
+    assert sentences[0].chunks == ("B-NP", "B-NP", "B-VP", "O")
+    assert len(data.conll2003("test", limit=1)) == 1
+
+    from helpers import repetition
+    assert [s.tags for s in repetition.conll2003_sentences("test")] == [s.ner for s in sentences]
+
+
+def test_conll2003_offline_and_bad_split_errors(monkeypatch):
+    with pytest.raises(ValueError, match="split='dev'"):
+        data.conll2003("dev")
+
+    def offline(hub_id, split):
+        raise ConnectionError("no internet")
+
+    monkeypatch.setitem(sys.modules, "datasets", type(sys)("datasets"))
+    monkeypatch.setattr(sys.modules["datasets"], "load_dataset", offline, raising=False)
+    with pytest.raises(data.MissingAssetError, match="silver labels"):
+        data.conll2003("train")

@@ -67,3 +67,41 @@ def test_mntp_fallback_trains_and_caches_an_adapter(tmp_path, monkeypatch):
     ids = torch.randint(10, 1000, (1, 8))
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, again(ids).logits, atol=1e-5)  # the cached adapter, not a new one
+
+
+def test_interleaved_timings_takes_turns_and_reduces_best_then_median(monkeypatch):
+    import time
+
+    clock = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    calls = []
+    # seconds each call takes: job "a" is slow on its first round for input 1 (interference), "b" is steady
+    costs = {("a", 0): [0.010, 0.012], ("a", 1): [0.050, 0.020], ("a", 2): [0.030, 0.030],
+             ("b", 0): [0.004, 0.004], ("b", 1): [0.006, 0.006], ("b", 2): [0.008, 0.008]}
+    rounds_seen = {key: 0 for key in costs}
+
+    def job(name):
+        def run(item):
+            calls.append((name, item))
+            if len(calls) <= 2:  # the warm-up calls cost nothing and are not counted
+                return
+            key = (name, item)
+            clock[0] += costs[key][rounds_seen[key]]
+            rounds_seen[key] += 1
+        return run
+
+    timings = metrics.interleaved_timings({"a": job("a"), "b": job("b")}, [0, 1, 2], rounds=2, best=True)
+    assert calls[:2] == [("a", 0), ("b", 0)]
+    assert calls[2:8] == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]  # turns on every input
+    assert len(calls) == 2 + 2 * 3 * 2
+    # best of the two rounds per input: a = 10, 20, 30 ms -> median 20; b = 4, 6, 8 -> median 6
+    assert timings == pytest.approx({"a": 20.0, "b": 6.0})
+
+
+def test_interleaved_timings_rejects_empty_jobs_inputs_and_bad_rounds():
+    with pytest.raises(ValueError, match="jobs"):
+        metrics.interleaved_timings({}, [1])
+    with pytest.raises(ValueError, match="inputs"):
+        metrics.interleaved_timings({"a": lambda x: x}, [])
+    with pytest.raises(ValueError, match="rounds=0"):
+        metrics.interleaved_timings({"a": lambda x: x}, [1], rounds=0)
