@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import attention
+from . import attention, metrics
 from . import masks as M
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
@@ -831,18 +831,13 @@ def describe_speed(ratios, device_label: str) -> str:
 
 # --------------------------------------------------------------------------- speed (Fig. 5)
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, lengths: Sequence[int],
                    iterations: Sequence[int], config: DecodeConfig = DecodeConfig(), *, repeats: int = 1,
                    seed: int = 0) -> list[dict]:
     """Tokens/s at batch 1 (Fig. 5): mask-predict for each T in ``iterations`` and AR with a KV cache, per target length.
 
-    Each setting runs ``repeats`` times after one warm-up; the fastest run counts. All runs happen in one call,
-    so the ratios compare like with like.
+    Each setting runs ``repeats`` times after one warm-up; the fastest run counts. The settings take turns in
+    one call (:func:`helpers.metrics.interleaved_timings`), so the ratios compare like with like.
     """
     repeats = _check_whole(repeats, "repeats", 1, "timed runs per setting")
     prompt = _check_prompts(prompt)[:1]
@@ -850,22 +845,22 @@ def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, length
         check_iterations(value)
     lengths = [check_length(value, "lengths") for value in lengths]
     _check_fits(backend, prompt, max(lengths))
-    mask_predict(backend, prompt, min(lengths), replace(config, iterations=1), seed=seed)  # warm-up
-    autoregressive_generate(causal_model, prompt, 2, top_p=config.top_p, banned_ids=backend.banned_ids, seed=seed)
-    rows = []
+
+    def job(length: int, steps: int):
+        if steps == 0:
+            return lambda run_seed: autoregressive_generate(causal_model, prompt, length, top_p=config.top_p,
+                                                            banned_ids=backend.banned_ids, seed=run_seed)
+        return lambda run_seed: mask_predict(backend, prompt, length, replace(config, iterations=steps), seed=run_seed)
+
     settings = [(length, steps) for length in lengths for steps in (0, *iterations)]
-    for length, steps in tqdm(settings, desc="speed"):
-        best = math.inf
-        for repeat in range(repeats):
-            started = time.perf_counter()
-            if steps == 0:
-                autoregressive_generate(causal_model, prompt, length, top_p=config.top_p, banned_ids=backend.banned_ids,
-                                        seed=seed + repeat)
-            else:
-                mask_predict(backend, prompt, length, replace(config, iterations=steps), seed=seed + repeat)
-            best = min(best, time.perf_counter() - started)
+    synchronize = torch.cuda.synchronize if backend.device.type == "cuda" else None
+    milliseconds = metrics.interleaved_timings({setting: job(*setting) for setting in settings}, [seed], rounds=repeats,
+                                               best=True, synchronize=synchronize, progress=True)
+    rows = []
+    for (length, steps), elapsed in milliseconds.items():
+        seconds = elapsed / 1000
         rows.append({"method": "AR" if steps == 0 else "mask-predict", "iterations": steps, "length": length,
-                     "seconds": best, "tokens_per_s": length / best})
+                     "seconds": seconds, "tokens_per_s": length / seconds})
     return rows
 
 

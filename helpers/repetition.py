@@ -940,22 +940,17 @@ def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, 
     batches = [(input_ids[i:i + batch_size].to(device), padding_mask[i:i + batch_size].to(device))
                for i in range(0, len(input_ids), batch_size)]
 
-    def one_pass(layer, r, warm_up: bool) -> float:
-        with early_exit(body, layer):
-            if warm_up:
-                sr_features(body, *batches[0], Strategy("sr", r), policy)
-            _synchronize(device)
-            started = time.perf_counter()
-            for ids, mask in batches:
-                sr_features(body, ids, mask, Strategy("sr", r), policy)
-            _synchronize(device)
-            return time.perf_counter() - started
+    def one_pass(layer, r):
+        def run(_):
+            with early_exit(body, layer):
+                for ids, mask in batches:
+                    sr_features(body, ids, mask, Strategy("sr", r), policy)
+        return run
 
-    times = {config: [] for config in configs}
-    for trial in tqdm(range(trials), desc="Table 2 timing rounds", disable=not progress):
-        for config in configs:
-            times[config].append(one_pass(*config, warm_up=trial == 0))
-    seconds = {config: float(np.median(values)) for config, values in times.items()}
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else None
+    milliseconds = metrics.interleaved_timings({config: one_pass(*config) for config in configs}, [None], rounds=trials,
+                                               best=False, synchronize=synchronize, progress=progress)
+    seconds = {config: elapsed / 1000 for config, elapsed in milliseconds.items()}
     base = seconds[(None, 0)]
     index = [layer if layer is not None else depth for layer in exits]
     speedups = pd.DataFrame([[base / seconds[(layer, r)] for r in repeats] for layer in exits],
@@ -963,11 +958,6 @@ def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, 
     raw = pd.DataFrame([[seconds[(layer, r)] for r in repeats] for layer in exits],
                        index=pd.Index(index, name="exit layer"), columns=pd.Index(repeats, name="r"))
     return speedups, raw
-
-
-def _synchronize(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
 
 
 def paper_speedups_table():
