@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from helpers.checks import whole_number
 from helpers.paths import cache_dir
 
 # One error type for every missing asset, shared with the model loaders. (This import pulls in
@@ -484,8 +485,7 @@ if __name__ == "__main__":
 
 def token_ids(tokenizer, texts: Iterable[str], max_tokens: int) -> list:
     """Each text tokenized without special tokens and cut to at most ``max_tokens`` ids (1D tensors)."""
-    if int(max_tokens) != max_tokens or max_tokens <= 0:
-        raise ValueError(f"max_tokens={max_tokens!r} must be a positive whole number")
+    whole_number(max_tokens, "max_tokens")
     encoded = []
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0, :max_tokens]
@@ -499,8 +499,7 @@ def token_blocks(tokenizer, texts: Iterable[str], block_length: int, max_blocks:
     """Pack texts into ``(N, block_length)`` id blocks, each text followed by EOS (the usual LM packing)."""
     import torch
 
-    if int(block_length) != block_length or block_length < 2:
-        raise ValueError(f"block_length={block_length!r} must be a whole number >= 2")
+    whole_number(block_length, "block_length", 2)
     if max_blocks is not None and max_blocks <= 0:
         raise ValueError(f"max_blocks={max_blocks!r} must be positive or None")
     eos = tokenizer.eos_token_id

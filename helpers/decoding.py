@@ -33,6 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import attention, metrics
+from .checks import whole_number
 from . import masks as M
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
@@ -103,18 +104,12 @@ SETTINGS = {
 
 # --------------------------------------------------------------------------- checks
 
-def _check_whole(value, name: str, minimum: int, what: str) -> int:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"{name}={value!r} must be a whole number >= {minimum} ({what})")
-    return int(value)
-
-
 def check_iterations(iterations) -> int:
-    return _check_whole(iterations, "iterations", 1, "T, the number of mask-predict iterations")
+    return whole_number(iterations, "iterations", 1, "T, the number of mask-predict iterations")
 
 
 def check_length(length, name: str = "length") -> int:
-    return _check_whole(length, name, 1, "the number of target tokens to generate")
+    return whole_number(length, name, 1, "the number of target tokens to generate")
 
 
 def check_top_p(top_p) -> float:
@@ -173,10 +168,10 @@ class DecodeConfig:
         check_positive(self.beta, "beta", "β, the LTD scale of Eq. 8")
         check_positive(self.temperature, "temperature", "the sampling temperature without LTD")
         check_top_p(self.top_p)
-        _check_whole(self.fixed_window, "fixed_window", 1, "S_fix of Eq. 7")
+        whole_number(self.fixed_window, "fixed_window", 1, "S_fix of Eq. 7")
         M.dswa_window_schedule(1, self.fixed_window, self.alpha_min, self.alpha_max)  # checks α
         if self.probe_position is not None:
-            _check_whole(self.probe_position, "probe_position", 0, "a target index")
+            whole_number(self.probe_position, "probe_position", 0, "a target index")
 
     def temperature_at(self, step: int) -> float:
         return ltd_temperature(step, self.iterations, self.beta) if self.ltd else self.temperature
@@ -375,8 +370,8 @@ def generation_mask(source_length: int, window: int | None = None, offset: int =
     means every target (no DSWA). With ``offset=1`` (MNTP, output l - 1 predicts token l) the last prompt
     position predicts the first target, so it also reads the targets within its window.
     """
-    source_length = _check_whole(source_length, "source_length", 1, "the prompt length; a prompt needs a token")
-    window = FULL_WINDOW if window is None else _check_whole(window, "window", 1, "a DSWA window in tokens")
+    source_length = whole_number(source_length, "source_length", 1, "the prompt length; a prompt needs a token")
+    window = FULL_WINDOW if window is None else whole_number(window, "window", 1, "a DSWA window in tokens")
     if offset not in (0, 1):
         raise ValueError(f"offset={offset!r} must be 0 (encoder MLM) or 1 (MNTP decoder)")
     mixed = M.dswa(source_length, window)
@@ -529,7 +524,7 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
 def segment_lengths(length: int, segments: int) -> list[int]:
     """Split ``length`` target tokens into ``segments`` near-equal segments (App. B), earlier ones longer."""
     length = check_length(length)
-    segments = _check_whole(segments, "segments", 1, "the number of recurrent segments")
+    segments = whole_number(segments, "segments", 1, "the number of recurrent segments")
     if segments > length:
         raise ValueError(f"segments={segments} exceeds length={length}; each segment needs a token")
     base, extra = divmod(length, segments)
@@ -559,7 +554,7 @@ def joined_tokens(segments: list[Decoded]) -> torch.Tensor:
 def mask_predict_batched(backend: MaskedLM, prompts: list[torch.Tensor], length: int, config: DecodeConfig, *,
                          batch_size: int, seed: int = 0, desc: str = "mask-predict") -> list[torch.Tensor]:
     """:func:`mask_predict` over many prompts in batches, with a progress bar; one 1D tensor per prompt."""
-    batch_size = _check_whole(batch_size, "batch_size", 1, "prompts per batch")
+    batch_size = whole_number(batch_size, "batch_size", 1, "prompts per batch")
     prompts = _check_prompts(prompts)
     out: list[torch.Tensor] = []
     for index in tqdm(range(0, len(prompts), batch_size), desc=desc):
@@ -614,7 +609,7 @@ def autoregressive_generate(model, prompts, length: int, *, temperature: float =
 def autoregressive_batched(model, prompts: list[torch.Tensor], length: int, *, batch_size: int, desc: str = "AR",
                            seed: int = 0, **kwargs) -> list[torch.Tensor]:
     """:func:`autoregressive_generate` over many prompts in batches, with a progress bar."""
-    batch_size = _check_whole(batch_size, "batch_size", 1, "prompts per batch")
+    batch_size = whole_number(batch_size, "batch_size", 1, "prompts per batch")
     prompts = _check_prompts(prompts)
     out: list[torch.Tensor] = []
     for index in tqdm(range(0, len(prompts), batch_size), desc=desc):
@@ -641,7 +636,7 @@ def continuation_nll(model, tokenizer, prompts: Sequence[str], continuations: Se
     """
     if len(prompts) != len(continuations):
         raise ValueError(f"prompts has {len(prompts)} texts but continuations has {len(continuations)}")
-    batch_size = _check_whole(batch_size, "batch_size", 1, "texts per batch")
+    batch_size = whole_number(batch_size, "batch_size", 1, "texts per batch")
     device = next(model.parameters()).device
     limit = int(model.config.max_position_embeddings)
     total, count = 0.0, 0
@@ -839,7 +834,7 @@ def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, length
     Each setting runs ``repeats`` times after one warm-up; the fastest run counts. The settings take turns in
     one call (:func:`helpers.metrics.interleaved_timings`), so the ratios compare like with like.
     """
-    repeats = _check_whole(repeats, "repeats", 1, "timed runs per setting")
+    repeats = whole_number(repeats, "repeats", 1, "timed runs per setting")
     prompt = _check_prompts(prompt)[:1]
     for value in iterations:
         check_iterations(value)
@@ -1049,7 +1044,7 @@ def story_prompts(source: str, corpus: str, split: str, limit: int, *, min_conti
     """
     if source not in PROMPT_SOURCES:
         raise ValueError(f"source={source!r} must be one of {PROMPT_SOURCES}")
-    limit = _check_whole(limit, "limit", 1, "the number of prompts")
+    limit = whole_number(limit, "limit", 1, "the number of prompts")
     examples: list[PromptExample] = []
     if source == "writingprompts":
         from datasets import load_dataset

@@ -36,6 +36,7 @@ from . import data as D
 from . import masks as M
 from . import objectives as O
 from . import training as T
+from .checks import whole_number
 
 INSTRUCTION = "Given the sentence, find its representation:"  # §3.2.2, App. A
 CLUSTER_INSTRUCTION = "Identify the novel the given sentence comes from:"  # in the style of Table 8
@@ -191,8 +192,7 @@ PAPER = {
 def check_spans(spans: Sequence[tuple[int, int]], length: int, *, min_start: int = 0,
                 name: str = "spans") -> list[tuple[int, int]]:
     """Disjoint half-open spans inside a text of ``length`` tokens, each starting at ``min_start`` or later."""
-    if int(length) != length or length <= 0:
-        raise ValueError(f"length={length!r} must be a positive whole number of tokens")
+    whole_number(length, "length", 1, "tokens")
     try:
         checked = M._check_spans(spans)
     except ValueError as error:
@@ -427,8 +427,7 @@ class Phase:
     msg: float
 
     def __post_init__(self):
-        if int(self.steps) != self.steps or self.steps <= 0:
-            raise ValueError(f"steps={self.steps!r} must be a positive whole number")
+        whole_number(self.steps, "steps")
         if min(self.mntp, self.sscl, self.msg) < 0 or max(self.mntp, self.sscl, self.msg) == 0:
             raise ValueError(f"λ=({self.mntp}, {self.sscl}, {self.msg}) must be >= 0 with at least one positive")
 

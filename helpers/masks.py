@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from .checks import whole_number
+
 Predicate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -115,10 +117,8 @@ def magnet(spans: Sequence[tuple[int, int]]) -> Mask:
 BLOCK_FULL, BLOCK_LOWER, BLOCK_ZERO = "full", "lower", "zero"
 
 
-def _check_repeats(r: int) -> int:
-    if int(r) != r or r < 0:
-        raise ValueError(f"r={r!r} must be a whole number of repetitions >= 0 (k = r + 1 copies)")
-    return int(r)
+def check_repeats(r: int) -> int:
+    return whole_number(r, "r", 0, "repetitions: k = r + 1 copies")
 
 
 @dataclass(frozen=True)
@@ -133,9 +133,8 @@ class Repetition:
     r: int
 
     def __post_init__(self):
-        _check_repeats(self.r)
-        if int(self.n) != self.n or self.n <= 0:
-            raise ValueError(f"n={self.n!r} must be a positive sequence length")
+        check_repeats(self.r)
+        whole_number(self.n, "n", 1, "the sequence length")
 
     @property
     def k(self) -> int:
@@ -176,16 +175,14 @@ def repetition(n: int, r: int) -> Mask:
 
 def bidirectional_block_share(r: int) -> float:
     """Share of non-zero blocks that are fully bidirectional: ``(k(k+1)/2 - k) / (k(k+1)/2) = (k-1)/(k+1)`` (seed 003 §2)."""
-    k = _check_repeats(r) + 1
+    k = check_repeats(r) + 1
     return (k - 1) / (k + 1)
 
 
 # --- DSWA mixed attention (seed 002 §4.1, Fig. 3, Eq. 6-7) ---
 
 def _check_window(window: int, name: str = "window") -> int:
-    if int(window) != window or window <= 0:
-        raise ValueError(f"{name}={window!r} must be a positive whole number of tokens")
-    return int(window)
+    return whole_number(window, name, 1, "tokens")
 
 
 def _check_alpha(value: float, name: str) -> float:
@@ -207,9 +204,7 @@ def dswa(source_length: int, window: int) -> Mask:
     queries see every source key and no target. Target queries "attend all source sequence hidden
     states and the target sequence hidden states in the window".
     """
-    if int(source_length) != source_length or source_length < 0:
-        raise ValueError(f"source_length={source_length!r} must be a whole number >= 0")
-    source_length = int(source_length)
+    source_length = whole_number(source_length, "source_length", 0)
     band = sliding_window(window)
 
     def allowed(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -225,8 +220,7 @@ def dswa_window_schedule(num_layers: int, fixed_window: int, alpha_min: float = 
     ``i`` is the 1-based layer number and ``L`` the number of layers; sizes are rounded and at least 1.
     The paper's setting is α_min = 0.125, α_max = 0.75, S_fix = 64.
     """
-    if int(num_layers) != num_layers or num_layers <= 0:
-        raise ValueError(f"num_layers={num_layers!r} must be a positive whole number")
+    whole_number(num_layers, "num_layers")
     fixed_window = _check_window(fixed_window, "fixed_window")
     alpha_min, alpha_max = _check_alpha(alpha_min, "alpha_min"), _check_alpha(alpha_max, "alpha_max")
     if alpha_min > alpha_max:
@@ -253,8 +247,7 @@ def middle_unmasked_layers(num_layers: int) -> tuple[int, int]:
     ``N_u = ⌊N/3⌋_even``, ``lb = N/2 - 1 - N_u/2``, ``ub = N/2 + N_u/2``; ``⌊·⌋_even`` rounds down to
     an even number, and ``N/2`` is taken as ``N // 2`` for odd depths.
     """
-    if int(num_layers) != num_layers or num_layers < 3:
-        raise ValueError(f"num_layers={num_layers!r} must be a whole number >= 3")
+    whole_number(num_layers, "num_layers", 3)
     unmasked = (num_layers // 3) // 2 * 2
     middle = num_layers // 2
     return middle - 1 - unmasked // 2, middle + unmasked // 2
@@ -276,8 +269,7 @@ def check_layer(layer: int, num_layers: int, name: str = "layer") -> int:
 # --- Rendering: dense, 4D, BlockMask ---
 
 def _check_length(mask: Mask, length: int) -> int:
-    if int(length) != length or length <= 0:
-        raise ValueError(f"length={length!r} must be a positive whole number")
+    whole_number(length, "length")
     if length < mask.min_length:
         raise ValueError(f"length={length} is shorter than {mask.name} needs ({mask.min_length}); a span or source is out of range")
     return int(length)

@@ -5,15 +5,11 @@ import math
 from collections import Counter
 from typing import Hashable, Sequence
 
-
-def _check_n(n: int, name: str = "n") -> int:
-    if int(n) != n or n <= 0:
-        raise ValueError(f"{name}={n!r} must be a positive whole number")
-    return int(n)
+from .checks import whole_number
 
 
 def ngrams(tokens: Sequence[Hashable], n: int) -> list[tuple]:
-    n = _check_n(n)
+    n = whole_number(n, "n")
     return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
 
 
@@ -37,7 +33,7 @@ def distinct_n(token_lists: Sequence[Sequence[Hashable]], n: int = 4) -> float:
 
 def lexical_repetition(token_lists: Sequence[Sequence[Hashable]], n: int = 2, gram: int = 4) -> float:
     """OpenLTG LR-n (after Shao et al., 2019): the share of texts in which some ``gram``-gram occurs at least ``n`` times."""
-    _check_n(n)
+    whole_number(n, "n")
     if not token_lists:
         raise ValueError("token_lists is empty; LR-n needs at least one text")
     repeated = sum(1 for tokens in token_lists if any(count >= n for count in Counter(ngrams(tokens, gram)).values()))
@@ -51,7 +47,7 @@ def accuracy_at_k(ranked: Sequence[Sequence[Hashable]], gold: Sequence[Hashable]
     if not gold:
         raise ValueError("gold is empty; accuracy@k needs at least one example")
     for k in ks:
-        _check_n(k, "k")
+        whole_number(k, "k")
     return {int(k): sum(answer in list(predictions)[:k] for predictions, answer in zip(ranked, gold)) / len(gold) for k in ks}
 
 
@@ -106,7 +102,7 @@ def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: boo
         raise ValueError("jobs is empty; nothing to time")
     if not inputs:
         raise ValueError("inputs is empty; nothing to time")
-    rounds = _check_n(rounds, "rounds")
+    rounds = whole_number(rounds, "rounds")
     wait = synchronize or (lambda: None)
     samples = {name: [[] for _ in inputs] for name in jobs}
     for job in jobs.values():

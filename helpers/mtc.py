@@ -36,6 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import attention, data, metrics
+from .checks import whole_number
 from . import masks as M
 from .paths import cache_dir, runs_dir
 
@@ -132,12 +133,6 @@ SETTINGS = {
 }
 
 
-def _check_positive(name: str, value) -> int:
-    if isinstance(value, bool) or int(value) != value or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive whole number")
-    return int(value)
-
-
 def _digest(*parts) -> str:
     return hashlib.md5(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -208,7 +203,7 @@ def build_vocabulary(counts: Counter, min_count: int) -> list[str]:
 
     §3: "We keep phrases appearing 500 times or more in the corpus". An empty result is an error.
     """
-    _check_positive("min_count", min_count)
+    whole_number(min_count, "min_count")
     vocabulary = sorted((phrase for phrase, count in counts.items() if count >= min_count),
                         key=lambda phrase: (-counts[phrase], phrase))
     if not vocabulary:
@@ -230,7 +225,7 @@ def clean_sentence(text: str) -> str:
 def corpus_sentences(corpus: str, limit: int | None = None) -> list[tuple[str, str]]:
     """``(sentence, split)`` pairs of ``corpus``, from its fixed 90/5/5 paragraph splits; ``limit`` spread 90/5/5."""
     if limit is not None:
-        _check_positive("limit", limit)
+        whole_number(limit, "limit")
     pairs = []
     for split in data.SPLIT_NAMES:
         share = None if limit is None else max(1, round(limit * data.SPLIT_FRACTIONS[split]))
@@ -298,7 +293,7 @@ def masked_examples(pairs: Sequence[tuple[str, str]], spans: Sequence[Sequence[t
     A sentence keeps the split of its paragraph (the corpus's fixed 90/5/5); every sentence of an
     unseen phrase goes to the ``unseen`` split instead, so those phrases are never a train or dev label.
     """
-    _check_positive("max_sentences_per_phrase", max_per_phrase)
+    whole_number(max_per_phrase, "max_sentences_per_phrase")
     wanted, unseen = set(vocabulary), set(unseen)
     occurrences: dict[str, dict[str, MaskedExample]] = defaultdict(dict)
     for (text, split), pairs_of_text in zip(pairs, spans):
@@ -532,7 +527,7 @@ def _model_fingerprint(mlm: MaskedLM) -> list[float]:
 def compute_features(mlm: MaskedLM, encoded: EncodedSplit, batch_size: int, progress: bool = True,
                      desc: str = "features") -> torch.Tensor:
     """The contextual embedding at the mask of every example, ``(N, hidden)`` float32 on the CPU."""
-    _check_positive("batch_size", batch_size)
+    whole_number(batch_size, "batch_size")
     order = sorted(range(len(encoded)), key=lambda i: len(encoded.input_ids[i]))  # similar lengths per batch
     features = torch.empty(len(encoded), mlm.hidden_size)
     for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress):
@@ -706,7 +701,7 @@ class GRUDecoder(nn.Module):
         self.register_buffer("embeddings", embeddings.detach().float(), persistent=False)
         self.register_buffer("output_matrix", output_matrix.detach().float(), persistent=False)
         self.eos_id = int(eos_id)
-        self.layers = _check_positive("layers", layers)
+        self.layers = whole_number(layers, "layers")
         self.gru = nn.GRU(hidden, hidden, num_layers=layers, dropout=dropout if layers > 1 else 0.0, batch_first=True)
         self.dropout = nn.Dropout(dropout)
         self.feed_forward = nn.Linear(3 * hidden, hidden)
@@ -755,8 +750,8 @@ class GRUDecoder(nn.Module):
         Returns, per input, up to ``num_results`` finished token sequences (EOS stripped) with their
         log-probabilities, best first. Stops early once ``num_results`` finished ones beat every live beam.
         """
-        _check_positive("beam_size", beam_size)
-        _check_positive("max_steps", max_steps)
+        whole_number(beam_size, "beam_size")
+        whole_number(max_steps, "max_steps")
         count, vocab = mask_hidden.shape[0], self.output_matrix.shape[0]
         hidden = mask_hidden.repeat_interleave(beam_size, 0)
         state = self.initial_state(hidden)
@@ -856,8 +851,8 @@ def naive_complete(mlm: MaskedLM, lengths: LengthClassifier, sentences: Sequence
     first mask with each of the top-100 predicted tokens and complete the second mask."*
     """
     _check_k(k)
-    _check_positive("first_tokens", first_tokens)
-    _check_positive("second_tokens", second_tokens)
+    whole_number(first_tokens, "first_tokens")
+    whole_number(second_tokens, "second_tokens")
     encoded_one = [mlm.encode(sentence) for sentence in sentences]
     encoded_two = [mlm.encode(sentence, mask_count=2) for sentence in sentences]
     hidden = mlm.hidden_at([ids for ids, _ in encoded_one], [p - 1 for _, p in encoded_one]).float()
@@ -899,7 +894,7 @@ def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evalu
     a checkpoint per epoch, and a finished run is reused rather than retrained."""
     from . import objectives, training
 
-    _check_positive("epochs", epochs)
+    whole_number(epochs, "epochs")
     sizes = {name: tensor.shape[0] for name, tensor in tensors.items()}
     count = next(iter(sizes.values()))
     if count == 0 or len(set(sizes.values())) != 1:

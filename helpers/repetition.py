@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from . import attention, data, metrics, models, paths, training
 from . import masks as M
+from .checks import whole_number
 from .device import resolve_four_bit
 
 
@@ -113,12 +114,6 @@ PAD_POLICIES = ("packed", "masked", "unmasked")
 IGNORE_INDEX = -100
 
 
-def _check_r(r) -> int:
-    if isinstance(r, bool) or int(r) != r or r < 0:
-        raise ValueError(f"r={r!r} must be a whole number of repetitions >= 0 (k = r + 1 copies)")
-    return int(r)
-
-
 @dataclass(frozen=True)
 class RepetitionSettings:
     """Every size notebook 04 uses; the ``paper`` entry holds §3.3 and App. A.4's values."""
@@ -172,7 +167,7 @@ class RepetitionSettings:
             if task not in TASKS:
                 raise ValueError(f"task={task!r} is not one of {TASKS}")
         for r in self.block_repeats + self.repeats + self.exit_repeats + self.speed_repeats:
-            _check_r(r)
+            M.check_repeats(r)
         for baseline in self.baselines:
             if baseline not in ("middle", "full"):
                 raise ValueError(f"baselines holds {baseline!r}; expected 'middle' and/or 'full'")
@@ -267,12 +262,11 @@ class Strategy:
     def __post_init__(self):
         if self.kind not in STRATEGY_KINDS:
             raise ValueError(f"kind={self.kind!r} is not one of {STRATEGY_KINDS}")
-        _check_r(self.r)
+        M.check_repeats(self.r)
         if self.kind != "sr" and self.r != 0:
             raise ValueError(f"r={self.r} with kind={self.kind!r}: unmasking baselines read the single copy (r=0)")
-        if self.exit_layer is not None and (isinstance(self.exit_layer, bool) or int(self.exit_layer) != self.exit_layer
-                                            or self.exit_layer < 1):
-            raise ValueError(f"exit_layer={self.exit_layer!r} must be a layer count >= 1 (or None for all layers)")
+        if self.exit_layer is not None:
+            whole_number(self.exit_layer, "exit_layer", 1, "a layer count, or None for all layers")
 
     @property
     def label(self) -> str:
@@ -304,8 +298,7 @@ def exit_layers(num_layers: int) -> tuple[int, ...]:
 
 def scaled_exit_layer(paper_layer: int, num_layers: int) -> int:
     """The paper's exit layer (of 32) at the same relative depth of a ``num_layers``-layer model, rounded half up."""
-    if isinstance(num_layers, bool) or int(num_layers) != num_layers or num_layers < 1:
-        raise ValueError(f"num_layers={num_layers!r} must be a positive whole number")
+    whole_number(num_layers, "num_layers")
     return min(num_layers, max(1, math.floor(paper_layer * num_layers / PAPER_DEPTH + 0.5)))
 
 
@@ -387,7 +380,7 @@ def repeat_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None = No
     - ``unmasked``: the padded row concatenated k times with every pad visible and plain positions
       ``0..kn-1``, as the public implementation does; a row's result then depends on its batch-mates' length.
     """
-    r = _check_r(r)
+    r = M.check_repeats(r)
     if policy not in PAD_POLICIES:
         raise ValueError(f"policy={policy!r} is not one of {PAD_POLICIES}")
     padding_mask = attention.check_batch(input_ids, padding_mask)
@@ -422,7 +415,7 @@ def gather_last_copy(hidden: torch.Tensor, repeated: RepeatedBatch) -> torch.Ten
 
 def check_fits_batch(model, n: int, r: int) -> None:
     """§2: s^k has k·n tokens; a clear error when that exceeds the model's positions."""
-    _check_r(r)
+    M.check_repeats(r)
     check_fits(model, n, r)
 
 
@@ -928,7 +921,7 @@ def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, 
     """
     import pandas as pd
 
-    repeats = [_check_r(r) for r in repeats]
+    repeats = [M.check_repeats(r) for r in repeats]
     depth = num_layers_of(body)
     exits = [None if layer is None else check_exit_layer(layer, depth) for layer in exits]
     for r in repeats:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .checks import whole_number
 from .device import resolve_four_bit
 
 CHECKPOINT_DIR = "checkpoint"
@@ -50,8 +51,7 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "grad_accum"):
-            if int(getattr(self, name)) != getattr(self, name) or getattr(self, name) <= 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be a positive whole number")
+            whole_number(getattr(self, name), name)
         if self.lr <= 0:
             raise ValueError(f"lr={self.lr!r} must be positive")
         for name in ("eval_every", "checkpoint_every"):
