@@ -120,3 +120,47 @@ def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: boo
     reduce = min if best else statistics.median
     return {name: float(statistics.median(reduce(repeats) for repeats in per_input))
             for name, per_input in samples.items()}
+
+
+def bootstrap_interval(examples: Sequence, statistic=None, *, resamples: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float, float]:
+    """``(value, low, high)``: ``statistic`` over all ``examples`` and its percentile-bootstrap interval.
+
+    ``examples`` are resampled with replacement ``resamples`` times (fixed ``seed``); ``statistic`` maps a list of
+    examples to a number (default: their mean). For a paired comparison pass pairs and a statistic of the pairs,
+    e.g. ``lambda pairs: mean(a - b for a, b in pairs)``, so both sides see the same resampled examples.
+    """
+    import numpy as np
+
+    examples = list(examples)
+    if not examples:
+        raise ValueError("examples is empty; a bootstrap needs at least one example")
+    resamples = whole_number(resamples, "resamples")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1)")
+    statistic = statistic or (lambda sample: float(np.mean(sample)))
+    value = float(statistic(examples))
+    if not math.isfinite(value):
+        raise ValueError(f"statistic over all {len(examples)} examples is {value}; it must be finite")
+    generator = np.random.default_rng(seed)
+    draws = generator.integers(0, len(examples), size=(resamples, len(examples)))
+    replicates = np.array([statistic([examples[index] for index in row]) for row in draws], dtype=float)
+    tail = (1 - level) / 2
+    low, high = np.quantile(replicates, [tail, 1 - tail])
+    return value, float(low), float(high)
+
+
+def paired_difference_interval(first: Sequence[float], second: Sequence[float], **bootstrap) -> tuple[float, float, float]:
+    """Mean of ``first - second`` over paired examples and its bootstrap interval (:func:`bootstrap_interval`)."""
+    if len(first) != len(second):
+        raise ValueError(f"first has {len(first)} values but second has {len(second)}; a paired comparison needs equal lengths")
+    return bootstrap_interval([a - b for a, b in zip(first, second)], **bootstrap)
+
+
+def seed_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """``(mean, low, high)`` of a per-seed quantity: the Student-t 95% interval, or ``(value, None, None)`` for a
+    single seed (print it as "n/a", never as "± 0")."""
+    mean, half = mean_ci95(values)
+    if len(values) == 1:
+        return mean, None, None
+    return mean, mean - half, mean + half

@@ -1,6 +1,7 @@
 """Run every numbered notebook in order under the chosen profile and print the time each took.
 
-Executed copies go to runs/notebooks/ (the committed notebooks stay stripped); figures land in figures/.
+Executed copies go to runs/notebooks/ (the committed notebooks stay stripped); figures land in figures/. In the cpu
+profile the claims the notebooks wrote are gathered into claims/ledger_cpu.json and the README table is rebuilt.
 Usage: WORKBOOK_PROFILE=cpu python scripts/reproduce.py [notebooks/01_*.ipynb ...]
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(paths: list[Path], timeout: int = 3600) -> None:
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
-    from helpers import profiles
+    from helpers import claims, profiles
 
     profile = profiles.current()
     out_dir = ROOT / "runs" / "notebooks"
@@ -41,6 +42,9 @@ def run(paths: list[Path], timeout: int = 3600) -> None:
     for name, elapsed in timings:
         print(f"  {elapsed:8.1f} s  {name}")
     print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {ROOT / 'figures'}")
+    if profile.name == claims.LEDGER_PROFILE:
+        rows = claims.gather(notebooks=[path.name[:2] for path in paths])
+        print(f"claims ledger {claims.ledger_path()}: {len(rows)} claims, {claims.counts(rows)}; README table regenerated")
 
 
 if __name__ == "__main__":
