@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from . import attention
 from . import masks as M
+from .checks import whole_number
 
 IGNORE_INDEX = -100
 OBJECTIVES = ("mntp", "mtp")
@@ -71,6 +72,25 @@ def resolve_mask_token(tokenizer, choice: str = "underscore", model=None) -> int
         tokenizer.add_special_tokens({"mask_token": ADDED_MASK_TOKEN})
     mask_id = int(tokenizer.convert_tokens_to_ids(ADDED_MASK_TOKEN))
     if model is not None and model.get_input_embeddings().weight.shape[0] <= mask_id:
+        _grow_embeddings_with_mean(model, len(tokenizer))
+    return mask_id
+
+
+def check_mask_id(model, mask_id, tokenizer=None) -> int:
+    """``mask_id`` as an int that indexes ``model``'s embedding rows.
+
+    An id past the rows that the tokenizer knows (the "added" ``<mask>`` of :func:`resolve_mask_token`, resolved
+    without the model) grows the embeddings with the mean row, as ``resolve_mask_token(..., model=model)`` does;
+    any other id past the rows is refused.
+    """
+    rows = model.get_input_embeddings().weight.shape[0]
+    mask_id = whole_number(mask_id, "mask_id", 0, "a token id")
+    if mask_id >= rows:
+        added = tokenizer is not None and mask_id == tokenizer.convert_tokens_to_ids(ADDED_MASK_TOKEN)
+        if not added or hasattr(model, "peft_config"):
+            raise ValueError(f"mask_id={mask_id} is past the model's {rows} embedding rows; expected an id in "
+                             f"0..{rows - 1} (resolve an added <mask> with resolve_mask_token(..., model=model) "
+                             "before wrapping the model)")
         _grow_embeddings_with_mean(model, len(tokenizer))
     return mask_id
 
