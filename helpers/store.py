@@ -311,3 +311,64 @@ def verify_checksum(path, *, full: bool = False, fix: str = f"Run `{REPAIR_ASSET
     if full and sha256_of(path) != expected.get("sha256"):
         raise CorruptFileError(f"{path} has the recorded size but not the recorded sha256; it is damaged. {fix}")
     return True
+
+
+# --------------------------------------------------------------------------- format checks (no recorded checksum needed)
+
+
+def check_safetensors(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> None:
+    """Raise :class:`CorruptFileError` unless ``path``'s safetensors header is readable and its tensors end exactly
+    at the end of the file (a truncated download or conversion fails this; only the header is read)."""
+    import struct
+
+    path = Path(path)
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as handle:
+            (header_length,) = struct.unpack("<Q", handle.read(8))
+            if header_length > size - 8:
+                raise ValueError(f"header length {header_length} exceeds the file")
+            header = json.loads(handle.read(header_length))
+        end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+    except (struct.error, ValueError, KeyError, TypeError, IndexError) as error:
+        raise _corrupt(path, "safetensors file", fix, error) from error
+    if 8 + header_length + end != size:
+        raise CorruptFileError(f"{path} has {size:,} bytes, but its safetensors header needs "
+                               f"{8 + header_length + end:,}; it is truncated or damaged. {fix}")
+
+
+def check_zip(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.", *, full: bool = False) -> None:
+    """Raise :class:`CorruptFileError` unless ``path`` is a readable zip (a wheel); ``full`` also checks every CRC."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip() if full else None
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise _corrupt(path, "zip archive", fix, error) from error
+    if bad is not None:
+        raise CorruptFileError(f"{path}: member {bad} fails its CRC check; the archive is damaged. {fix}")
+
+
+def check_ar(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> None:
+    """Raise :class:`CorruptFileError` unless ``path`` is a complete ``ar`` archive (a .deb): every member's
+    declared size fits, and the members end at the end of the file."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(8) != b"!<arch>\n":
+            raise CorruptFileError(f"{path} does not start like an ar archive (.deb); it is damaged. {fix}")
+        position = 8
+        while position < size:
+            header = handle.read(60)
+            try:
+                if len(header) != 60 or header[58:60] != b"`\n":
+                    raise ValueError("a member header is cut off")
+                member = int(header[48:58].decode().strip())
+            except (ValueError, UnicodeDecodeError) as error:
+                raise _corrupt(path, "ar archive (.deb)", fix, error) from error
+            position += 60 + member + (member % 2)
+            if position - (member % 2) > size:
+                raise CorruptFileError(f"{path}: a member needs {position:,} bytes but the file has {size:,}; "
+                                       f"it is truncated. {fix}")
+            handle.seek(position)

@@ -396,6 +396,8 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
     from . import objectives as O
 
     O.check_objective(objective)
+    if not isinstance(eval_batches, (list, tuple)) or not eval_batches:
+        raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (objectives.fixed_eval_batches)")
     masking = masking or O.MaskingConfig()
     mask = mask or M.bidirectional
     limit = getattr(model.config, "max_position_embeddings", train_blocks.shape[1])
