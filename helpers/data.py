@@ -247,8 +247,12 @@ def paragraphs_from_lines(book: str, lines: Iterable[str]) -> list[Paragraph]:
 
     Drops the front matter (title, author, year; everything before the first chapter or
     volume heading, when there is one), the headings, empty paragraphs, and everything
-    from an end marker ("THE END", "FINIS", "A NOTE ON THE TEXT") on.
+    from an end marker ("THE END", "FINIS", "A NOTE ON THE TEXT") on. A text without any paragraph is refused.
     """
+    if not isinstance(lines, str):
+        lines = list(lines)
+    if isinstance(lines, str) or not all(isinstance(line, str) for line in lines):
+        raise ValueError(f"lines={str(lines)[:60]!r} must be a list of strings, one per line of the book")
     blocks: list[str] = []
     current: list[str] = []
     for line in [*lines, ""]:
@@ -264,6 +268,9 @@ def paragraphs_from_lines(book: str, lines: Iterable[str]) -> list[Paragraph]:
             break
         if block and not is_heading(block):
             paragraphs.append(Paragraph(book=book, index=len(paragraphs), text=block))
+    if not paragraphs:
+        raise ValueError(f"lines of book={book!r} hold no paragraphs ({len(lines)} lines; only blank lines, headings or "
+                         "front matter); an empty corpus would silently give nothing to train or score on")
     return paragraphs
 
 
@@ -336,6 +343,8 @@ def split_sentences(text: str) -> list[str]:
 
     Does not split after abbreviations such as Mr. Mrs. Dr. St. Col. or after initials.
     """
+    if not isinstance(text, str):
+        raise ValueError(f"text={text!r} must be a string")
     text = _normalise_whitespace(text)
     sentences: list[str] = []
     start = 0
@@ -383,6 +392,9 @@ def split_of(book: str, index: int) -> str:
 
 def split_paragraphs(paragraphs: Iterable[Paragraph]) -> dict[str, list[Paragraph]]:
     """Group paragraphs by ``split_of``; each split keeps the input order."""
+    paragraphs = list(paragraphs)
+    if not paragraphs:
+        raise ValueError("paragraphs is empty; there is nothing to split")
     groups: dict[str, list[Paragraph]] = {name: [] for name in SPLIT_NAMES}
     for paragraph in paragraphs:
         groups[split_of(paragraph.book, paragraph.index)].append(paragraph)
@@ -508,6 +520,8 @@ if __name__ == "__main__":
 def token_ids(tokenizer, texts: Iterable[str], max_tokens: int) -> list:
     """Each text tokenized without special tokens and cut to at most ``max_tokens`` ids (1D tensors)."""
     whole_number(max_tokens, "max_tokens")
+    if isinstance(texts, str):
+        raise ValueError(f"texts={texts[:40]!r} is one string; pass a list of texts")
     encoded = []
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0, :max_tokens]
@@ -522,8 +536,10 @@ def token_blocks(tokenizer, texts: Iterable[str], block_length: int, max_blocks:
     import torch
 
     whole_number(block_length, "block_length", 2)
-    if max_blocks is not None and max_blocks <= 0:
-        raise ValueError(f"max_blocks={max_blocks!r} must be positive or None")
+    if max_blocks is not None:
+        whole_number(max_blocks, "max_blocks", 1, "or None for all")
+    if isinstance(texts, str):
+        raise ValueError(f"texts={texts[:40]!r} is one string; pass a list of texts")
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError("the tokenizer has no eos token to separate texts")

@@ -36,7 +36,7 @@ from . import masks as M
 from . import objectives as O
 from . import store
 from . import training as T
-from .checks import whole_number
+from .checks import real_number, whole_number
 
 INSTRUCTION = "Given the sentence, find its representation:"  # §3.2.2, App. A
 CLUSTER_INSTRUCTION = "Identify the novel the given sentence comes from:"  # in the style of Table 8
@@ -222,8 +222,12 @@ def sample_spans(length: int, *, max_spans: int, min_len: int, max_len: int,
     Every span has at least one context token before it, so its first token is predicted from a
     context output that sees the whole context and no span token.
     """
-    if max_spans < 1 or not 1 <= min_len <= max_len:
-        raise ValueError(f"max_spans={max_spans}, min_len={min_len}, max_len={max_len}: expected max_spans >= 1 and 1 <= min_len <= max_len")
+    whole_number(length, "length")
+    whole_number(max_spans, "max_spans")
+    whole_number(min_len, "min_len")
+    whole_number(max_len, "max_len")
+    if min_len > max_len:
+        raise ValueError(f"min_len={min_len} exceeds max_len={max_len}; expected 1 <= min_len <= max_len")
     count = int(torch.randint(1, max_spans + 1, (1,), generator=generator))
     lengths = torch.randint(min_len, max_len + 1, (count,), generator=generator).tolist()
     free = length - sum(lengths) - count  # one obligatory context token before each span
@@ -320,11 +324,11 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     denominator runs over every positive in the batch, its own included.
     """
     if anchors.dim() != 2 or anchors.shape != positives.shape:
-        raise ValueError(f"anchors {tuple(anchors.shape)} and positives {tuple(positives.shape)} must both be (batch, width)")
+        raise ValueError(f"positives has shape {tuple(positives.shape)} and anchors {tuple(anchors.shape)}; "
+                         "both must be the same (batch, width)")
     if anchors.shape[0] < 2:
         raise ValueError(f"batch size {anchors.shape[0]} is too small for in-batch negatives; SSCL needs at least 2 sentences")
-    if temperature <= 0:
-        raise ValueError(f"temperature={temperature!r} must be positive")
+    real_number(temperature, "temperature", low=0.0, low_open=True, what="τ of Eq. 3")
     similarities = F.normalize(anchors.float(), dim=-1) @ F.normalize(positives.float(), dim=-1).T / temperature
     return F.cross_entropy(similarities, torch.arange(len(anchors), device=anchors.device))
 
@@ -332,6 +336,8 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
 def augment(text: str, generator: torch.Generator, delete_prob: float = 0.1, crop_min: float = 0.8) -> str:
     """The offline positive x^+: word deletion (each word with ``delete_prob``) then a random crop keeping
     at least ``crop_min`` of the words. It stands in for the paper's paraphraser (Parrot) where none loads."""
+    real_number(delete_prob, "delete_prob", low=0.0, high=1.0, high_open=True, what="the chance to drop each word")
+    real_number(crop_min, "crop_min", low=0.0, high=1.0, low_open=True, what="the least share of words a crop keeps")
     words = text.split()
     if len(words) < 2:
         return text
@@ -425,7 +431,9 @@ class Phase:
 
     def __post_init__(self):
         whole_number(self.steps, "steps")
-        if min(self.mntp, self.sscl, self.msg) < 0 or max(self.mntp, self.sscl, self.msg) == 0:
+        for name in ("mntp", "sscl", "msg"):
+            real_number(getattr(self, name), name, low=0.0, what="a loss weight λ of Eq. 5")
+        if max(self.mntp, self.sscl, self.msg) == 0:
             raise ValueError(f"λ=({self.mntp}, {self.sscl}, {self.msg}) must be >= 0 with at least one positive")
 
 

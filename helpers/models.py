@@ -27,6 +27,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from helpers import profiles, store
+from helpers.checks import whole_number
 from helpers.device import get_device, resolve_four_bit
 from helpers.paths import cache_dir
 
@@ -244,12 +245,23 @@ def _ensure_pad_token(tokenizer):
     return tokenizer
 
 
+def _check_name(name) -> str:
+    """``name`` itself, or the profile's model for None; an empty or non-string name is refused (it used to load
+    the default model silently)."""
+    if name is None:
+        return profiles.current().model_name
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name={name!r} must be a model name such as {profiles.EMBEDDED_MODEL!r}, "
+                         f"{profiles.TINY_RANDOM_MODEL!r} or a Hub id (None for the profile's model)")
+    return name
+
+
 def load_tokenizer(name: str | None = None):
     """The tokenizer for ``name`` (default: the profile's model). Sets pad_token = eos_token if it has none.
 
     ``embedded:...`` and ``tiny-random:...`` share the embedded SmolLM2 tokenizer; anything else is a Hub id.
     """
-    name = name or profiles.current().model_name
+    name = _check_name(name)
     if _is_local_name(name):
         tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     else:
@@ -266,6 +278,8 @@ def tiny_random_config(
     pad_token_id: int | None = None,
 ) -> LlamaConfig:
     """A tiny Llama config (hidden 64, 4 heads, 2 KV heads, MLP 128, 2048 positions, tied embeddings)."""
+    whole_number(vocab_size, "vocab_size", 1, "tokens in the vocabulary")
+    whole_number(num_layers, "num_layers", 1)
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=64,
@@ -288,6 +302,18 @@ def _resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if not isinstance(candidate, torch.dtype):
         raise ValueError(f"dtype={dtype!r} is not a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
     return candidate
+
+
+def _resolve_device(device) -> torch.device:
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device={device!r} is not a torch device such as 'cpu', 'cuda' or 'cuda:0'") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but torch.cuda.is_available() is False on this machine")
+    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device={device!r} but Apple MPS is not available on this machine")
+    return resolved
 
 
 def _quantization_kwargs(device: torch.device) -> dict:
@@ -324,10 +350,13 @@ def load_model(
             f"attn_implementation={attn_implementation!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}"
         )
     profile = profiles.current()
-    name = name or profile.model_name
+    name = _check_name(name)
     torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype)
+    if load_in_4bit is not None and not isinstance(load_in_4bit, bool):
+        raise ValueError(f"load_in_4bit={load_in_4bit!r} must be True, False or None (the profile's choice)")
     want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
-    device = torch.device(device) if device is not None else get_device()
+    device = _resolve_device(device) if device is not None else get_device()
+    seed = whole_number(seed, "seed", 0)
 
     if name.startswith(TINY_RANDOM_PREFIX):
         if name != profiles.TINY_RANDOM_MODEL:

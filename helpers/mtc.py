@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from . import attention, data, metrics
 from . import store
-from .checks import whole_number
+from .checks import real_number, whole_number
 from . import masks as M
 from .paths import cache_dir, runs_dir
 
@@ -276,8 +276,7 @@ class MTCDataset:
 
 def choose_unseen_phrases(vocabulary: Sequence[str], fraction: float, seed: int = 0) -> list[str]:
     """A seeded random ``fraction`` of the vocabulary, held out from train and dev entirely."""
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"unseen_fraction={fraction!r} must lie in [0, 1)")
+    real_number(fraction, "unseen_fraction", low=0.0, high=1.0, high_open=True)
     count = min(len(vocabulary) - 1, round(fraction * len(vocabulary))) if fraction > 0 else 0
     return sorted(random.Random(seed).sample(list(vocabulary), max(count, 0)))
 
@@ -826,6 +825,9 @@ LENGTH_CLASSES = ("1 token", "2 tokens", "3+ tokens")  # §5.2: "we are only int
 
 
 def length_class(phrase_ids: Sequence[int]) -> int:
+    """0, 1 or 2 for phrases of 1, 2 or more tokens (Naive MTC's length classes)."""
+    if len(phrase_ids) == 0:
+        raise ValueError(f"phrase_ids={list(phrase_ids)!r} is empty; a phrase has at least one token")
     return min(len(phrase_ids), 3) - 1
 
 

@@ -498,6 +498,13 @@ def encode_sentences(tokenizer, sentences: Sequence[TaggedSentence], max_tokens:
 
 def label_vocabulary(tag_sequences: Iterable[Sequence[str]]) -> tuple[str, ...]:
     """'O' first, then every B-X/I-X pair that occurs, sorted by type."""
+    tag_sequences = [list(tags) for tags in tag_sequences]
+    if not any(tag_sequences):
+        raise ValueError("tag_sequences is empty; a label set needs at least one tagged sentence")
+    for index, tags in enumerate(tag_sequences):
+        for position, tag in enumerate(tags):
+            if not isinstance(tag, str) or not (tag == "O" or tag[:2] in ("B-", "I-") and len(tag) > 2):
+                raise ValueError(f"tag_sequences[{index}][{position}]={tag!r} is not an IOB2 tag ('O', 'B-X', 'I-X')")
     types = sorted({tag[2:] for tags in tag_sequences for tag in tags if tag != "O"})
     return ("O",) + tuple(f"{prefix}-{name}" for name in types for prefix in ("B", "I"))
 

@@ -36,6 +36,15 @@ class LoraSettings:
     dropout: float = 0.05
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
+    def __post_init__(self):
+        whole_number(self.r, "r", 1, "the LoRA rank")
+        real_number(self.alpha, "alpha", low=0.0, low_open=True, what="the LoRA scale numerator")
+        real_number(self.dropout, "dropout", low=0.0, high=1.0, high_open=True)
+        if isinstance(self.target_modules, str) or not self.target_modules or not all(
+                isinstance(name, str) and name for name in self.target_modules):
+            raise ValueError(f"target_modules={self.target_modules!r} must be a non-empty tuple of module names, "
+                             "e.g. ('q_proj', 'v_proj')")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -400,6 +409,10 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
         raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (objectives.fixed_eval_batches)")
     masking = masking or O.MaskingConfig()
     mask = mask or M.bidirectional
+    if not isinstance(train_blocks, torch.Tensor) or train_blocks.dim() != 2 or train_blocks.numel() == 0 \
+            or train_blocks.is_floating_point():
+        raise ValueError(f"train_blocks has shape {tuple(getattr(train_blocks, 'shape', ()))}; expected a non-empty "
+                         "(blocks, length) tensor of token ids (data.token_blocks)")
     limit = getattr(model.config, "max_position_embeddings", train_blocks.shape[1])
     if train_blocks.shape[1] > limit:
         raise ValueError(f"sequence length {train_blocks.shape[1]} exceeds the model's max_position_embeddings={limit}")
