@@ -309,9 +309,7 @@ def _austen_paragraphs_cached(path: str, modified_ns: int) -> tuple[Paragraph, .
 
 def austen_paragraphs() -> list[Paragraph]:
     """Every paragraph of the six novels, in book order; raises MissingAssetError if not fetched."""
-    path = austen_cache_path()
-    if not path.exists():
-        raise _missing_austen_error()
+    path = verify_austen(full=False)
     return list(_austen_paragraphs_cached(str(path), path.stat().st_mtime_ns))
 
 
@@ -435,9 +433,7 @@ def _austen_split_cached(path: str, modified_ns: int, split: str) -> tuple[Parag
 
 def _split_paragraphs_cached(corpus: str, split: str) -> tuple[Paragraph, ...]:
     if corpus == AUSTEN_CORPUS:
-        path = austen_cache_path()
-        if not path.exists():
-            raise _missing_austen_error()
+        path = verify_austen(full=False)
         return _austen_split_cached(str(path), path.stat().st_mtime_ns, split)
     if corpus in HUB_CORPORA:
         return _hub_paragraphs(corpus, split)

@@ -181,6 +181,7 @@ def replace_dir(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(path)
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    os.chmod(scratch, 0o777 & ~_umask())  # mkdtemp makes it private; the folder it becomes should not be
     try:
         yield scratch
         for file in scratch.rglob("*"):
