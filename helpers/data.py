@@ -14,7 +14,6 @@ from __future__ import annotations
 import bz2
 import functools
 import hashlib
-import json
 import lzma
 import os
 import re

@@ -20,7 +20,6 @@ import dataclasses
 import functools
 import gc
 import hashlib
-import json
 import math
 import random
 import shutil

@@ -12,7 +12,6 @@ import json
 import os
 import random
 import shutil
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable

@@ -242,13 +242,13 @@ PROBES = [
      "'q_proj'"),
     ("masked_lm_experiment unknown objective", lambda: training.masked_lm_experiment(
         model(), tokenizer(), objective="clm", train_blocks=ids(8, 4), eval_batches=[{}],
-        config=training.TrainConfig(steps=1, batch_size=1), run_dir="unused", mask_id=5), "objective", "'clm'"),
+        config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "objective", "'clm'"),
     ("masked_lm_experiment no eval batches", lambda: training.masked_lm_experiment(
         model(), tokenizer(), objective="mntp", train_blocks=ids(8, 4), eval_batches=[],
-        config=training.TrainConfig(steps=1, batch_size=1), run_dir="unused", mask_id=5), "eval_batches", "[]"),
+        config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "eval_batches", "[]"),
     ("masked_lm_experiment empty blocks", lambda: training.masked_lm_experiment(
         model(), tokenizer(), objective="mntp", train_blocks=ids(8, 4)[:0], eval_batches=[{}],
-        config=training.TrainConfig(steps=1, batch_size=1), run_dir="unused", mask_id=5), "train_blocks", None),
+        config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "train_blocks", None),
     ("load_adapter empty folder", lambda: training.load_adapter(model(), "/nonexistent/adapter"), "path", None),
     # magnet
     ("check_spans float span", lambda: magnet.check_spans([(1.5, 3)], 10), "spans[0]", "1.5"),

@@ -1,5 +1,4 @@
 """helpers.store: fingerprints, atomic writes, checked reads, asset checksums; paths.repo_root's checkout choice."""
-import json
 import os
 import zipfile
 from dataclasses import dataclass
