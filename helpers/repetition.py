@@ -20,7 +20,6 @@ import dataclasses
 import functools
 import gc
 import hashlib
-import json
 import math
 import random
 import shutil
@@ -36,6 +35,7 @@ from tqdm.auto import tqdm
 
 from . import attention, data, metrics, models, paths, training
 from . import masks as M
+from . import store
 from .checks import whole_number
 from .device import resolve_four_bit
 
@@ -497,6 +497,13 @@ def encode_sentences(tokenizer, sentences: Sequence[TaggedSentence], max_tokens:
 
 def label_vocabulary(tag_sequences: Iterable[Sequence[str]]) -> tuple[str, ...]:
     """'O' first, then every B-X/I-X pair that occurs, sorted by type."""
+    tag_sequences = [list(tags) for tags in tag_sequences]
+    if not any(tag_sequences):
+        raise ValueError("tag_sequences is empty; a label set needs at least one tagged sentence")
+    for index, tags in enumerate(tag_sequences):
+        for position, tag in enumerate(tags):
+            if not isinstance(tag, str) or not (tag == "O" or tag[:2] in ("B-", "I-") and len(tag) > 2):
+                raise ValueError(f"tag_sequences[{index}][{position}]={tag!r} is not an IOB2 tag ('O', 'B-X', 'I-X')")
     types = sorted({tag[2:] for tags in tag_sequences for tag in tags if tag != "O"})
     return ("O",) + tuple(f"{prefix}-{name}" for name in types for prefix in ("B", "I"))
 
@@ -697,7 +704,7 @@ BEST_FILE = "best.pt"
 
 
 def _fingerprint(**parts) -> str:
-    return hashlib.md5(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return store.fingerprint(parts, length=16)
 
 
 def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
@@ -714,14 +721,14 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
                                settings={name: getattr(settings, name) for name in TRAINING_FIELDS})
     result_path = run_dir / RESULT_FILE
     if resume and result_path.exists():
-        cached = json.loads(result_path.read_text())
+        cached = store.read_json(result_path, f"Delete {run_dir} to train this tagger again.")
         if cached.get("fingerprint") == fingerprint:
             return cached
     if run_dir.exists() and (not resume or not (run_dir / "fingerprint").exists()
                              or (run_dir / "fingerprint").read_text() != fingerprint):
         shutil.rmtree(run_dir)  # another configuration ran here: start clean
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "fingerprint").write_text(fingerprint)
+    store.write_text(run_dir / "fingerprint", fingerprint)
 
     tagger, _ = build_tagger(model_name, len(tagging.labels), strategy, settings, seed=seed)
     device = tagger.head.weight.device
@@ -737,15 +744,16 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
         return {name: tensor.to(device) for name, tensor in collate(chosen, tagging.labels, tagging.pad_id).items()}
 
     best_path = run_dir / BEST_FILE
+    fix = f"Delete {run_dir} to train this tagger again."
     started_batches = []
 
     def evaluate(model) -> dict:
         if not started_batches:  # step 0: the head is untrained, skip the cost
             return {}
         score = tagging_f1(model, tagging.validation, tagging.labels, tagging.pad_id, settings.batch_size * 2)
-        best = torch.load(best_path, weights_only=False)["f1"] if best_path.exists() else -1.0
+        best = store.load_torch(best_path, fix)["f1"] if best_path.exists() else -1.0
         if score > best:
-            torch.save({"f1": score, "state": _trainable_state(model)}, best_path)
+            store.save_torch(best_path, {"f1": score, "state": _trainable_state(model)})
         return {"validation_f1": score}
 
     config = training.TrainConfig(steps=settings.steps, batch_size=settings.batch_size, grad_accum=settings.grad_accum,
@@ -755,7 +763,7 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
     records = training.train(tagger, batch_for=batch_for, loss_fn=lambda model, batch: model(**batch), config=config,
                              run_dir=run_dir, evaluate=evaluate, resume=resume, progress=progress)
     seconds = time.perf_counter() - started
-    best = torch.load(best_path, weights_only=False)
+    best = store.load_torch(best_path, fix)
     _load_trainable_state(tagger, best["state"])
     evaluations = [(r["step"], r["validation_f1"]) for r in records if "validation_f1" in r]
     best_step = max(evaluations, key=lambda item: item[1])[0] if evaluations else settings.steps
@@ -764,7 +772,7 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
               "test_f1": tagging_f1(tagger, tagging.test, tagging.labels, tagging.pad_id, settings.batch_size * 2),
               "best_step": best_step, "steps": settings.steps, "train_seconds": seconds, "model": model_name,
               "labels": list(tagging.labels), "fingerprint": fingerprint, "run_dir": str(run_dir)}
-    result_path.write_text(json.dumps(result, indent=1))
+    store.write_json(result_path, result, indent=1)
     del tagger
     gc.collect()
     return result
@@ -778,7 +786,8 @@ def load_trained_tagger(result: dict, settings: RepetitionSettings) -> TokenTagg
     """Rebuild a tagger from its run directory (best validation weights), e.g. for the widget."""
     strategy = Strategy(result["kind"], int(result["r"]), _exit_or_none(result["exit_layer"]))
     tagger, _ = build_tagger(result["model"], len(result["labels"]), strategy, settings, seed=result["seed"])
-    _load_trainable_state(tagger, torch.load(Path(result["run_dir"]) / BEST_FILE, weights_only=False)["state"])
+    _load_trainable_state(tagger, store.load_torch(Path(result["run_dir"]) / BEST_FILE,
+                                                   f"Delete {result['run_dir']} to train this tagger again.")["state"])
     return tagger.eval()
 
 

@@ -9,9 +9,10 @@ MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .checks import whole_number
+from . import store
+from .checks import real_number, whole_number
 from .device import resolve_four_bit
 
 CHECKPOINT_DIR = "checkpoint"
@@ -32,6 +34,15 @@ class LoraSettings:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def __post_init__(self):
+        whole_number(self.r, "r", 1, "the LoRA rank")
+        real_number(self.alpha, "alpha", low=0.0, low_open=True, what="the LoRA scale numerator")
+        real_number(self.dropout, "dropout", low=0.0, high=1.0, high_open=True)
+        if isinstance(self.target_modules, str) or not self.target_modules or not all(
+                isinstance(name, str) and name for name in self.target_modules):
+            raise ValueError(f"target_modules={self.target_modules!r} must be a non-empty tuple of module names, "
+                             "e.g. ('q_proj', 'v_proj')")
 
 
 @dataclass(frozen=True)
@@ -52,11 +63,19 @@ class TrainConfig:
     def __post_init__(self):
         for name in ("steps", "batch_size", "grad_accum"):
             whole_number(getattr(self, name), name)
-        if self.lr <= 0:
-            raise ValueError(f"lr={self.lr!r} must be positive")
         for name in ("eval_every", "checkpoint_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0 (0 turns it off)")
+            whole_number(getattr(self, name), name, 0, "0 turns it off")
+        whole_number(self.seed, "seed", 0)
+        real_number(self.lr, "lr", low=0, low_open=True, what="the AdamW learning rate")
+        if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
+            raise ValueError(f"betas={self.betas!r} must be a pair (beta1, beta2) of numbers in [0, 1)")
+        for index, beta in enumerate(self.betas):
+            real_number(beta, f"betas[{index}]", low=0, high=1, high_open=True, what="AdamW's moment decay")
+        real_number(self.eps, "eps", low=0, low_open=True, what="AdamW's denominator term")
+        real_number(self.weight_decay, "weight_decay", low=0)
+        real_number(self.max_grad_norm, "max_grad_norm", low=0, what="0 turns clipping off")
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"extra={self.extra!r} must be a dict")
 
 
 def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool = False):
@@ -101,15 +120,14 @@ def _trainable_state(model) -> dict:
 
 
 def save_checkpoint(run_dir: Path, model, optimizer, step: int) -> Path:
-    """Adapter (trainable) weights, optimizer, step and RNG states, written atomically to run_dir/checkpoint."""
+    """Adapter (trainable) weights, optimizer, step and RNG states in run_dir/checkpoint/state.pt.
+
+    Written through ``store.save_torch`` (temporary file, fsync, rename), so the previous checkpoint stays in
+    place until the new one is complete: a crash at any point leaves one valid checkpoint.
+    """
     target = Path(run_dir) / CHECKPOINT_DIR
-    scratch = Path(run_dir) / (CHECKPOINT_DIR + ".tmp")
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    torch.save({"trainable": _trainable_state(model), "optimizer": optimizer.state_dict(), "step": step,
-                "rng": _rng_state()}, scratch / "state.pt")
-    shutil.rmtree(target, ignore_errors=True)
-    scratch.rename(target)
+    store.save_torch(target / "state.pt", {"trainable": _trainable_state(model), "optimizer": optimizer.state_dict(),
+                                           "step": step, "rng": _rng_state()})
     return target
 
 
@@ -118,7 +136,11 @@ def load_checkpoint(run_dir: Path, model, optimizer) -> int:
     path = Path(run_dir) / CHECKPOINT_DIR / "state.pt"
     if not path.exists():
         return 0
-    state = torch.load(path, weights_only=False)
+    fix = f"Delete the run folder {Path(run_dir)} to train from scratch, or pass resume=False."
+    state = store.load_torch(path, fix)
+    if not isinstance(state, dict) or not {"trainable", "optimizer", "step", "rng"} <= set(state):
+        raise store.CorruptFileError(f"{path} is not a training checkpoint (keys "
+                                     f"{sorted(state) if isinstance(state, dict) else type(state).__name__}). {fix}")
     parameters = dict(model.named_parameters())
     unknown = [name for name in state["trainable"] if name not in parameters]
     if unknown:
@@ -134,30 +156,71 @@ def load_checkpoint(run_dir: Path, model, optimizer) -> int:
 # --- Metrics ---
 
 def log_metrics(run_dir: Path, record: dict) -> None:
+    """Append one record; a crash mid-append leaves a torn last line, which :func:`read_metrics` drops."""
     with open(Path(run_dir) / METRICS_FILE, "a") as handle:
         handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    """Every record of a run, in order (what the plotting helpers read)."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Every record of a run, in order (what the plotting helpers read); a torn last line is dropped with a warning."""
+    return store.read_jsonl(Path(run_dir) / METRICS_FILE,
+                            f"Delete the run folder {Path(run_dir)} and rerun to train it again.")
 
 
 def _truncate_metrics(run_dir: Path, after_step: int) -> None:
-    """Drop records past the checkpoint, so a resumed run logs each step once."""
-    kept = [record for record in read_metrics(run_dir) if record["step"] <= after_step]
+    """Drop records past the checkpoint (and a torn last line), so a resumed run logs each step once."""
     path = Path(run_dir) / METRICS_FILE
-    path.write_text("".join(json.dumps(record) + "\n" for record in kept))
+    if not path.exists():
+        return
+    kept = [record for record in read_metrics(run_dir) if record["step"] <= after_step]
+    store.write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
+
+
+# --- Settings ---
+
+SETTINGS_FILE = "settings.json"
+LEGACY_CONFIG_FILE = "config.json"
+
+
+def run_settings(config: TrainConfig, settings: dict | None = None) -> dict:
+    """What a run folder is keyed by: the TrainConfig plus everything else that changes its numbers."""
+    return store.canonical_settings({"config": config, "run": settings or {}})
+
+
+def check_run_settings(run_dir, settings: dict, resume: bool = True) -> None:
+    """Store ``settings`` (from :func:`run_settings`) in ``run_dir``, refusing a resume under other settings.
+
+    A run folder holding a checkpoint or metrics resumes only when its stored settings equal ``settings``;
+    otherwise a ValueError names the folder and every differing key (old -> new).
+    """
+    run_dir = Path(run_dir)
+    stored_path = run_dir / SETTINGS_FILE
+    started = (run_dir / CHECKPOINT_DIR / "state.pt").exists() or (run_dir / METRICS_FILE).exists()
+    if resume and started:
+        fix = (f"Delete {run_dir} to train afresh under the new settings, pass resume=False, or change the settings "
+               f"back (a run folder named by run_dir_for/fingerprint gets a new name by itself).")
+        if stored_path.exists():
+            old = store.read_json(stored_path, fix).get("settings")
+        elif (run_dir / LEGACY_CONFIG_FILE).exists():  # folders from before settings.json stored only the config
+            old = {**settings, "config": store.read_json(run_dir / LEGACY_CONFIG_FILE, fix)}
+        else:
+            raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint or metrics but no {SETTINGS_FILE}, so the "
+                             f"settings it was trained with are unknown. {fix}")
+        differences = store.flat_differences(old, settings)
+        if differences:
+            raise ValueError(f"run_dir={str(run_dir)!r} was trained with other settings and cannot be resumed under "
+                             f"these ones: " + "; ".join(differences[:12])
+                             + (f" (and {len(differences) - 12} more)" if len(differences) > 12 else "") + f". {fix}")
+    store.write_json(stored_path, {"fingerprint": store.fingerprint(settings), "settings": settings}, indent=1)
 
 
 # --- The loop ---
 
 def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, config: TrainConfig, run_dir,
           evaluate: Callable | None = None, resume: bool = True, stop_after: int | None = None,
-          progress: bool = True) -> list[dict]:
+          progress: bool = True, settings: dict | None = None) -> list[dict]:
     """Train ``model``'s trainable parameters; returns the run's metric records.
 
     Args:
@@ -165,11 +228,14 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         loss_fn: ``(model, batch) -> {"loss": ...}``.
         evaluate: ``model -> {name: float}``, run at step 0, every ``eval_every`` steps and at the end.
         stop_after: stop (as if interrupted) once this step is done; a checkpoint is written there.
+        settings: everything besides ``config`` that changes the run (objective, data, mask id, ...). Both are
+            stored in ``run_dir/settings.json``; resuming a run stored under other settings is refused.
     """
     from accelerate import Accelerator
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    check_run_settings(run_dir, run_settings(config, settings), resume)
     accelerator = Accelerator(mixed_precision="bf16" if torch.cuda.is_available() else "no")
     parameters = [p for p in model.parameters() if p.requires_grad]
     if not parameters:
@@ -182,7 +248,6 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
         (run_dir / METRICS_FILE).unlink(missing_ok=True)
     _truncate_metrics(run_dir, start)
-    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1, default=str))
     model, optimizer = accelerator.prepare(model, optimizer)
     model.train()
 
@@ -223,36 +288,107 @@ def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:
 
 
 ADAPTER_METADATA = "workbook.json"
+ADAPTER_FILES = ("adapter_config.json", ADAPTER_METADATA)
 
 
 def save_adapter(model, path, metadata: dict | None = None) -> Path:
-    """Save a peft adapter (small) with its config, plus ``metadata`` (e.g. the mask token) in workbook.json."""
+    """Save a peft adapter (small) with its config, plus ``metadata`` (the settings it was trained with, e.g. the
+    mask token) in workbook.json. The folder is replaced whole (``store.replace_dir``): weights and metadata are
+    never out of step, and a crash leaves the previous adapter."""
     path = Path(path)
-    model.save_pretrained(path)
-    (path / ADAPTER_METADATA).write_text(json.dumps(metadata or {}, indent=1))
+    with store.replace_dir(path) as scratch:
+        model.save_pretrained(scratch)
+        store.write_json(scratch / ADAPTER_METADATA, store.canonical_settings(metadata or {}), indent=1)
     return path
+
+
+def adapter_exists(path) -> bool:
+    store.recover_dir(path)
+    return all((Path(path) / name).is_file() for name in ADAPTER_FILES)
 
 
 def adapter_metadata(path) -> dict:
     file = Path(path) / ADAPTER_METADATA
-    return json.loads(file.read_text()) if file.exists() else {}
+    return store.read_json(file, f"Delete {Path(path)} and rerun the notebook that trains it.") if file.exists() else {}
 
 
-def load_adapter(model, path):
-    """Attach a saved adapter to a base model."""
+def load_adapter(model, path, expected: dict | None = None):
+    """Attach a saved adapter to a base model; with ``expected``, refuse one whose metadata differs from it."""
     from peft import PeftModel
 
-    if not (Path(path) / "adapter_config.json").exists():
+    path = Path(path)
+    if not (path / "adapter_config.json").exists():
         raise ValueError(f"path={str(path)!r} holds no adapter (adapter_config.json missing)")
-    return PeftModel.from_pretrained(model, str(path))
+    fix = f"Delete {path} and rerun the notebook that trains it."
+    if expected is not None:
+        differences = store.flat_differences(adapter_metadata(path), store.canonical_settings(expected))
+        if differences:
+            raise ValueError(f"the adapter at {path} was trained with other settings: {'; '.join(differences[:12])}. {fix}")
+    try:
+        return PeftModel.from_pretrained(model, str(path))
+    except Exception as error:  # safetensors and json errors from peft: say which file and what to do
+        if type(error).__name__ in ("SafetensorError", "JSONDecodeError", "HeaderTooLarge") or isinstance(
+                error, (OSError, EOFError)):
+            raise store.CorruptFileError(f"the adapter at {path} cannot be read ({type(error).__name__}: {error}); "
+                                         f"it is damaged or truncated. {fix}") from error
+        raise
 
 
-def adapter_path(kind: str, model_name: str) -> Path:
-    """Where notebook 02 caches an adapter for later notebooks, e.g. data/cache/adapters/mntp-embedded-smollm2-135m."""
+def adapter_path(kind: str, model_name: str, settings) -> Path:
+    """Where an adapter trained under ``settings`` is cached, e.g. data/cache/adapters/mntp-embedded-smollm2-135m-<hash>.
+
+    The fingerprint covers every setting (mask token included), so a reader asking for other settings never
+    finds this adapter.
+    """
     from .paths import cache_dir
 
     slug = model_name.replace(":", "-").replace("/", "-")
-    return cache_dir() / "adapters" / f"{kind}-{slug}"
+    return cache_dir() / "adapters" / f"{kind}-{slug}-{store.fingerprint([kind, model_name, settings])}"
+
+
+MASKED_LM_VERSION = 1  # bump when the masked-LM recipe changes what a run or adapter holds
+
+
+def mlm_train_config(profile, *, fallback: bool = False) -> TrainConfig:
+    """Notebook 02's TrainConfig from the profile; ``fallback``: :func:`load_or_train_mntp`'s short run
+    (half the steps, no evaluations or checkpoints)."""
+    if fallback:
+        return TrainConfig(steps=max(1, profile.mlm_steps // 2), batch_size=profile.mlm_batch_size,
+                           grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed)
+    return TrainConfig(steps=profile.mlm_steps, batch_size=profile.mlm_batch_size, grad_accum=profile.mlm_grad_accum,
+                       lr=profile.mlm_lr, eval_every=profile.mlm_eval_every,
+                       checkpoint_every=profile.mlm_checkpoint_every, seed=profile.seed)
+
+
+def lora_settings(profile) -> LoraSettings:
+    return LoraSettings(r=profile.lora_r, alpha=profile.lora_alpha)
+
+
+def masked_lm_settings(profile, objective: str, mask_token: str, config: TrainConfig, lora: LoraSettings,
+                       *, eval_batches: int | None = None) -> dict:
+    """Everything that changes a notebook-02 masked-LM run: its run folder and its adapter are keyed by this."""
+    from . import objectives as O
+
+    return store.canonical_settings({
+        "version": MASKED_LM_VERSION, "objective": objective, "mask_token": mask_token, "model": profile.model_name,
+        "dtype": profile.dtype, "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
+        "seq_len": profile.mlm_seq_len, "train_blocks": profile.mlm_train_blocks,
+        "eval_batches": profile.mlm_eval_batches if eval_batches is None else eval_batches,
+        "config": config, "lora": lora, "masking": O.MaskingConfig()})
+
+
+def mntp_adapter(profile) -> tuple[Path, dict] | None:
+    """Notebook 02's MNTP adapter for ``profile`` (default mask token "underscore"), else the short fallback one;
+    ``(path, settings)`` of the first that exists, or None."""
+    lora = lora_settings(profile)
+    candidates = [masked_lm_settings(profile, "mntp", "underscore", mlm_train_config(profile), lora),
+                  masked_lm_settings(profile, "mntp", "underscore", mlm_train_config(profile, fallback=True), lora,
+                                     eval_batches=1)]
+    for settings in candidates:
+        path = adapter_path("mntp", profile.model_name, settings)
+        if adapter_exists(path):
+            return path, settings
+    return None
 
 
 def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torch.Tensor, eval_batches: list[dict],
@@ -268,11 +404,18 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
     from . import objectives as O
 
     O.check_objective(objective)
+    if not isinstance(eval_batches, (list, tuple)) or not eval_batches:
+        raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (objectives.fixed_eval_batches)")
     masking = masking or O.MaskingConfig()
     mask = mask or M.bidirectional
+    if not isinstance(train_blocks, torch.Tensor) or train_blocks.dim() != 2 or train_blocks.numel() == 0 \
+            or train_blocks.is_floating_point():
+        raise ValueError(f"train_blocks has shape {tuple(getattr(train_blocks, 'shape', ()))}; expected a non-empty "
+                         "(blocks, length) tensor of token ids (data.token_blocks)")
     limit = getattr(model.config, "max_position_embeddings", train_blocks.shape[1])
     if train_blocks.shape[1] > limit:
         raise ValueError(f"sequence length {train_blocks.shape[1]} exceeds the model's max_position_embeddings={limit}")
+    O.check_mask_id(model, mask_id, tokenizer)
     peft_model = model if hasattr(model, "peft_config") else add_lora(model, lora, four_bit=four_bit)
     device = next(peft_model.parameters()).device
     special_ids = tokenizer.all_special_ids
@@ -286,9 +429,11 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
                              special_ids=special_ids, config=masking, generator=generator)
         return O.to_device(batch, device)
 
+    identity = {"objective": objective, "mask_id": mask_id, "masking": masking, "mask": mask, "lora": lora,
+                "train_blocks": train_blocks, "eval_batches": eval_batches}
     records = train(peft_model, batch_for=batch_for, loss_fn=lambda m, b: O.masked_lm_loss(m, b, mask), config=config,
                     run_dir=run_dir, evaluate=lambda m: O.evaluate_masked_lm(m, eval_batches, mask), resume=resume,
-                    stop_after=stop_after, progress=progress)
+                    stop_after=stop_after, progress=progress, settings=identity)
     return peft_model, records
 
 
@@ -335,22 +480,27 @@ def describe_mntp_vs_mtp(summary) -> str:
 def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = True):
     """The offline masked LM: the profile's decoder with notebook 02's MNTP adapter, bidirectional.
 
-    Returns ``(model, tokenizer, mask_id)``. The adapter comes from ``adapter_path("mntp", model_name)``;
-    when notebook 02 has not run, a short MNTP run (half of ``mlm_steps``) trains one first and caches it.
-    The model predicts token l from output l - 1 under ``masks.bidirectional``. With ``merge`` (and no
-    4-bit), the adapter is merged into the weights for faster inference.
+    Returns ``(model, tokenizer, mask_id)``. The adapter is the one notebook 02 trains under the profile's
+    settings and the default mask token (``mntp_adapter``); when it has not run, a short MNTP run (half of
+    ``mlm_steps``) trains one first and caches it under its own settings. The adapter's stored settings are
+    checked against the ones asked for, so an adapter trained otherwise is never read. The model predicts
+    token l from output l - 1 under ``masks.bidirectional``. With ``merge`` (and no 4-bit), the adapter is
+    merged into the weights for faster inference.
     """
     from . import data, models
     from . import objectives as O
     from . import profiles
-    from .paths import runs_dir
 
     profile = profile or profiles.current()
-    path = adapter_path("mntp", profile.model_name)
     model, tokenizer = models.load_model(profile.model_name)
     four_bit = four_bit_requested(profile)
-    if not (path / "adapter_config.json").exists():
-        print(f"no MNTP adapter at {path}; training a short one (run notebook 02 for the full run)")
+    found = mntp_adapter(profile)
+    if found is None:
+        lora = lora_settings(profile)
+        config = mlm_train_config(profile, fallback=True)
+        settings = masked_lm_settings(profile, "mntp", "underscore", config, lora, eval_batches=1)
+        path = adapter_path("mntp", profile.model_name, settings)
+        print(f"no MNTP adapter from notebook 02; training a short one into {path} (run notebook 02 for the full run)")
         mask_id = O.resolve_mask_token(tokenizer, "underscore")
         blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
                                    profile.mlm_seq_len, max_blocks=profile.mlm_train_blocks)
@@ -358,17 +508,15 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
                                      profile.mlm_seq_len, max_blocks=profile.mlm_batch_size)
         evals = O.fixed_eval_batches("mntp", held_out, batch_size=profile.mlm_batch_size, num_batches=1, mask_id=mask_id,
                                      vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
-        config = TrainConfig(steps=max(1, profile.mlm_steps // 2), batch_size=profile.mlm_batch_size,
-                             grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
-                                          config=config, run_dir=runs_dir() / f"mntp_fallback_{profile.name}",
-                                          mask_id=mask_id, lora=LoraSettings(r=profile.lora_r, alpha=profile.lora_alpha),
-                                          four_bit=four_bit, progress=progress)
-        save_adapter(trained, path, {"mask_token": "underscore", "objective": "mntp"})
+                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", settings),
+                                          mask_id=mask_id, lora=lora, four_bit=four_bit, progress=progress)
+        save_adapter(trained, path, settings)
         model, tokenizer = models.load_model(profile.model_name)
-    mask_token = adapter_metadata(path).get("mask_token", "underscore")
-    mask_id = O.resolve_mask_token(tokenizer, mask_token, model=model)
-    model = load_adapter(model, path)
+        found = path, settings
+    path, settings = found
+    mask_id = O.resolve_mask_token(tokenizer, settings["mask_token"], model=model)
+    model = load_adapter(model, path, expected=settings)
     if merge and not four_bit:
         model = model.merge_and_unload()
     return model.eval(), tokenizer, mask_id

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from helpers import data, metrics, profiles, training
+from helpers.store import fingerprint
 
 
 def test_rep_n_and_rep_sen_match_hand_counts():
@@ -58,10 +59,12 @@ def test_silver_labels_are_aligned_iob2():
 
 
 def test_mntp_fallback_trains_and_caches_an_adapter(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "adapter_path", lambda kind, name: tmp_path / f"{kind}-adapter")
+    monkeypatch.setattr(training, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
     smoke = profiles.get("smoke")
     model, tokenizer, mask_id = training.load_or_train_mntp(smoke, progress=False)
-    assert (tmp_path / "mntp-adapter" / "adapter_config.json").exists()
+    [adapter] = tmp_path.glob("mntp-*")
+    assert (adapter / "adapter_config.json").exists()
+    assert training.adapter_metadata(adapter)["config"]["steps"] == smoke.mlm_steps // 2  # the fallback's settings
     assert tokenizer.decode([mask_id]) == "_"
     again, _, _ = training.load_or_train_mntp(smoke, progress=False)
     ids = torch.randint(10, 1000, (1, 8))

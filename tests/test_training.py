@@ -1,10 +1,14 @@
 """Training helpers: LoRA wiring, exact resume after an interruption, checkpoints, metrics, fallbacks."""
+import dataclasses
+import math
+import os
+import re
 import warnings
 
 import pytest
 import torch
 
-from helpers import models
+from helpers import models, profiles
 from helpers import objectives as O
 from helpers import training as T
 from helpers.device import resolve_four_bit
@@ -72,7 +76,7 @@ def test_sequence_longer_than_the_model_is_rejected(tmp_path):
     model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32")
     too_long = torch.randint(10, 2000, (2, model.config.max_position_embeddings + 1))
     with pytest.raises(ValueError, match="max_position_embeddings"):
-        T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=too_long, eval_batches=[],
+        T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=too_long, eval_batches=[{}],
                                config=CONFIG, run_dir=tmp_path, mask_id=5)
 
 
@@ -82,3 +86,121 @@ def test_four_bit_on_cpu_falls_back_with_a_clear_warning():
         warnings.simplefilter("always")
         assert resolve_four_bit(True) is False
     assert any("needs CUDA" in str(w.message) for w in caught)
+
+
+# --- Reruns: settings stored with the run, crashes mid-write, torn metrics ---
+
+losses_of = lambda records: [(r["step"], r["loss"]) for r in records if "loss" in r]
+
+
+def test_a_resume_under_other_settings_is_refused_naming_the_folder_and_each_change(tmp_path):
+    run = tmp_path / "run"
+    experiment(run, stop_after=3)
+    with pytest.raises(ValueError) as error:
+        experiment(run, config=dataclasses.replace(CONFIG, lr=2e-2, steps=8))
+    message = str(error.value)
+    assert str(run) in message and "config.lr: 0.01 -> 0.02" in message and "config.steps: 6 -> 8" in message
+    assert "Delete" in message and "resume=False" in message
+    assert [r["step"] for r in T.read_metrics(run) if "loss" in r] == [1, 2, 3]  # the old run is untouched
+    _, fresh = experiment(run, config=dataclasses.replace(CONFIG, lr=2e-2), resume=False)  # the way out it names
+    assert max(step for step, _ in losses_of(fresh)) == CONFIG.steps
+
+
+def test_a_changed_mask_token_is_part_of_the_run_settings(tmp_path):
+    run = tmp_path / "run"
+    experiment(run, stop_after=2)
+    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    blocks = torch.randint(10, 2000, (12, 16), generator=torch.Generator().manual_seed(0))
+    eos = O.resolve_mask_token(tokenizer, "eos")
+    with pytest.raises(ValueError, match=r"run.mask_id: \d+ -> " + str(eos)):
+        T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=[{}], config=CONFIG,
+                               run_dir=run, mask_id=eos, progress=False, lora=T.LoraSettings(r=4, alpha=8, dropout=0.1))
+
+
+def test_a_crash_between_checkpoint_write_and_rename_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    _, straight = experiment(tmp_path / "straight")
+    run = tmp_path / "run"
+    experiment(run, stop_after=3)
+    real_replace = os.replace
+
+    def killed(source, target):
+        if str(target).endswith("state.pt"):
+            raise KeyboardInterrupt("killed between writing the new checkpoint and renaming it")
+        real_replace(source, target)
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        experiment(run, stop_after=5)
+    monkeypatch.undo()
+    assert torch.load(run / T.CHECKPOINT_DIR / "state.pt", weights_only=False)["step"] == 3
+    _, resumed = experiment(run)
+    assert losses_of(resumed) == losses_of(straight)
+
+
+def test_a_torn_last_metrics_line_does_not_stop_a_resume(tmp_path):
+    _, straight = experiment(tmp_path / "straight")
+    run = tmp_path / "run"
+    experiment(run, stop_after=3)
+    with open(run / T.METRICS_FILE, "a") as handle:
+        handle.write('{"step": 4, "lo')  # killed mid-append
+    with pytest.warns(UserWarning, match="torn last line"):
+        _, resumed = experiment(run)
+    assert losses_of(resumed) == losses_of(straight)
+
+
+def test_a_damaged_checkpoint_names_its_path(tmp_path):
+    run = tmp_path / "run"
+    experiment(run, stop_after=3)
+    state = run / T.CHECKPOINT_DIR / "state.pt"
+    state.write_bytes(state.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=r"state.pt.*damaged or truncated.*Delete the run folder"):
+        experiment(run)
+
+
+def test_an_added_mask_token_grows_the_embeddings_and_an_unknown_id_is_refused(tmp_path):
+    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    rows = model.get_input_embeddings().weight.shape[0]
+    mask_id = O.resolve_mask_token(tokenizer, "added")  # as notebook 02 does, without the model
+    assert mask_id >= rows
+    blocks = torch.randint(10, 2000, (12, 16), generator=torch.Generator().manual_seed(0))
+    config = T.TrainConfig(steps=2, batch_size=2, lr=1e-2)
+    evals = O.fixed_eval_batches("mntp", blocks[:2], batch_size=2, num_batches=1, mask_id=mask_id,
+                                 vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+    trained, records = T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
+                                              config=config, run_dir=tmp_path / "added", mask_id=mask_id,
+                                              progress=False)
+    assert trained.get_input_embeddings().weight.shape[0] > mask_id and all(math.isfinite(r["loss"]) for r in records if "loss" in r)
+    fresh, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    with pytest.raises(ValueError, match=rf"mask_id={rows + 5} is past the model's {rows} embedding rows"):
+        T.masked_lm_experiment(fresh, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals, config=config,
+                               run_dir=tmp_path / "bad", mask_id=rows + 5, progress=False)
+
+
+def test_adapters_are_keyed_by_their_settings_and_checked_on_load(tmp_path, monkeypatch):
+    from helpers import paths
+
+    monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path)  # adapters only; the tokenizer stays in the real cache
+    smoke = profiles.get("smoke")
+    config, lora = T.mlm_train_config(smoke), T.lora_settings(smoke)
+    underscore = T.masked_lm_settings(smoke, "mntp", "underscore", config, lora)
+    eos = T.masked_lm_settings(smoke, "mntp", "eos", config, lora)
+    assert T.adapter_path("mntp", smoke.model_name, underscore) != T.adapter_path("mntp", smoke.model_name, eos)
+    model, _ = experiment(tmp_path / "run", config=T.TrainConfig(steps=1, batch_size=2, lr=1e-2))
+    path = T.save_adapter(model, T.adapter_path("mntp", smoke.model_name, eos), eos)
+    assert T.mntp_adapter(smoke) is None  # the eos adapter is not the one later notebooks ask for
+    base, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    with pytest.raises(ValueError, match="mask_token: 'eos' -> 'underscore'"):
+        T.load_adapter(base, path, expected=underscore)
+    (path / "adapter_model.safetensors").write_bytes((path / "adapter_model.safetensors").read_bytes()[:200])
+    with pytest.raises(ValueError, match="adapter_model|damaged"):
+        T.load_adapter(base, path, expected=eos)
+
+
+@pytest.mark.parametrize("changes, name", [
+    ({"max_grad_norm": -1}, "max_grad_norm"), ({"lr": float("nan")}, "lr"), ({"lr": float("inf")}, "lr"),
+    ({"betas": (1.5, 0.999)}, "betas"), ({"betas": (0.9,)}, "betas"), ({"betas": (0.9, 1.0)}, "betas"),
+    ({"seed": "a"}, "seed"), ({"seed": 1.5}, "seed"), ({"eps": 0}, "eps"), ({"weight_decay": -0.1}, "weight_decay"),
+    ({"eval_every": -1}, "eval_every"), ({"checkpoint_every": 0.5}, "checkpoint_every"), ({"lr": True}, "lr"),
+    ({"batch_size": float("inf")}, "batch_size"), ({"extra": []}, "extra")])
+def test_train_config_refuses_settings_that_would_misbehave(changes, name):
+    with pytest.raises(ValueError, match=rf"^{re.escape(name)}(\[\d\])?="):
+        T.TrainConfig(**{"steps": 2, "batch_size": 1, **changes})

@@ -1,0 +1,375 @@
+"""How the workbook writes and reads its own files: fingerprints, atomic writes, checked reads, asset checksums.
+
+- :func:`fingerprint` keys every run folder and cached artefact by everything that changes its contents, so a
+  changed setting lands in a new folder instead of coming back with an old run's numbers
+  (:func:`run_dir_for`, :func:`cache_path_for`).
+- :func:`atomic_write` writes to a temporary file in the same folder, fsyncs it and ``os.replace``-s it over the
+  target, so a crash leaves either the old file or the new one, never a torn one. Every helper writes through it
+  (:func:`write_text`, :func:`write_json`, :func:`save_torch`, :func:`replace_dir` for whole folders).
+- :func:`read_json`, :func:`read_jsonl`, :func:`load_torch` turn a damaged file into :class:`CorruptFileError`,
+  naming the path and what to do about it.
+- :func:`record_checksum` / :func:`verify_checksum` keep a size + sha256 sidecar next to each downloaded or
+  converted asset: the size is checked on every use, the hash by ``python -m helpers.assets``.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+REPAIR_ASSETS = "python -m helpers.assets --force"
+CHECKSUM_SUFFIX = ".sha256.json"
+
+
+class CorruptFileError(ValueError):
+    """A file the workbook wrote (or downloaded) cannot be read back as what it should be."""
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def _canonical(value):
+    """A JSON-able form of ``value``: dataclasses as dicts, tuples as lists, tensors by content, the rest by str."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _canonical(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    if isinstance(value, enum.Enum):
+        return _canonical(value.value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):  # a tensor: by shape, dtype and bytes
+        tensor = value.detach().cpu().contiguous()
+        raw = tensor.reshape(-1).view(__import__("torch").uint8).numpy().tobytes()
+        return {"tensor": list(tensor.shape), "dtype": str(tensor.dtype), "md5": hashlib.md5(raw).hexdigest()}
+    if callable(value):  # a function: by name (its repr would hold a memory address)
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    return str(value)
+
+
+def canonical_settings(settings) -> object:
+    """``settings`` as the plain JSON value that :func:`fingerprint` hashes (and run folders store)."""
+    return _canonical(settings)
+
+
+def fingerprint(settings, length: int = 12) -> str:
+    """A short md5 of ``settings`` (dicts, lists, dataclasses, tensors, scalars), independent of dict order.
+
+    Not a security hash: it only has to change whenever anything that changes a run's contents changes.
+    """
+    text = json.dumps(_canonical(settings), sort_keys=True)
+    return hashlib.md5(text.encode()).hexdigest()[:length]
+
+
+def texts_digest(texts, version: str = "") -> str:
+    """The md5 of a list of texts plus a cache ``version`` (keys the spaCy caches by their input)."""
+    return hashlib.md5(("\n".join(texts) + version).encode()).hexdigest()
+
+
+def run_dir_for(name: str, settings) -> Path:
+    """``runs/<name>_<fingerprint(settings)>``: one folder per setting, so a rerun with other settings starts fresh."""
+    from .paths import runs_dir
+
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ValueError(f"name={name!r} must be a non-empty folder name without '/'")
+    return runs_dir() / f"{name}_{fingerprint(settings)}"
+
+
+def cache_path_for(kind: str, settings, suffix: str = "") -> Path:
+    """``<cache>/<kind>/<fingerprint(settings)><suffix>``: where a cached artefact computed from ``settings`` lives."""
+    from .paths import cache_dir
+
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind={kind!r} must be a non-empty folder name")
+    return cache_dir() / kind / f"{fingerprint(settings)}{suffix}"
+
+
+def flat_differences(old, new, prefix: str = "") -> list[str]:
+    """``key: old -> new`` for every leaf that differs between two canonical settings (nested keys dotted)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        lines = []
+        for key in sorted(set(old) | set(new)):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old:
+                lines.append(f"{name}: (absent) -> {new[key]!r}")
+            elif key not in new:
+                lines.append(f"{name}: {old[key]!r} -> (absent)")
+            else:
+                lines.extend(flat_differences(old[key], new[key], name))
+        return lines
+    return [] if old == new else [f"{prefix or '(settings)'}: {old!r} -> {new!r}"]
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a folder be opened for fsync
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
+    """Open a temporary file next to ``path`` for writing; on success fsync it and ``os.replace`` it over ``path``.
+
+    On an exception the temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, mode, encoding=None if "b" in mode else encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(scratch, 0o666 & ~_umask())
+        os.replace(scratch, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_text(path, text: str) -> Path:
+    with atomic_write(path) as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def write_json(path, value, **dump_options) -> Path:
+    with atomic_write(path) as handle:
+        json.dump(value, handle, **dump_options)
+    return Path(path)
+
+
+def save_torch(path, value) -> Path:
+    import torch
+
+    with atomic_write(path, "wb") as handle:
+        torch.save(value, handle)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def replace_dir(path):
+    """Yield a scratch folder next to ``path``; on success it replaces ``path`` whole (the old one stays until then).
+
+    The old folder is first renamed aside, then the new one renamed in, then the old one deleted, so at every
+    instant one complete copy exists under ``path`` or under ``<path>.old``; :func:`recover_dir` puts it back.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recover_dir(path)
+    scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    os.chmod(scratch, 0o777 & ~_umask())  # mkdtemp makes it private; the folder it becomes should not be
+    try:
+        yield scratch
+        for file in scratch.rglob("*"):
+            if file.is_file():
+                with open(file, "rb+") as handle:
+                    os.fsync(handle.fileno())
+        old = path.with_name(path.name + ".old")
+        if path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        os.replace(scratch, path)
+        _fsync_dir(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def recover_dir(path) -> None:
+    """After a crash inside :func:`replace_dir`'s swap, put the previous complete folder back under ``path``."""
+    path = Path(path)
+    old = path.with_name(path.name + ".old")
+    if old.exists() and not path.exists():
+        os.replace(old, path)
+
+
+# --------------------------------------------------------------------------- checked reads
+
+
+def _corrupt(path, what: str, fix: str, error: Exception | None = None) -> CorruptFileError:
+    reason = f" ({type(error).__name__}: {error})" if error is not None else ""
+    return CorruptFileError(f"{path} is not a readable {what}{reason}; it is damaged or truncated. {fix}")
+
+
+DELETE_HINT = "Delete it (and its run folder, if it is one) and rerun to recompute it."
+
+
+def read_json(path, fix: str = DELETE_HINT):
+    """The JSON value in ``path``; a damaged file raises :class:`CorruptFileError` naming the path and ``fix``."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise _corrupt(path, "JSON file", fix, error) from error
+
+
+def read_jsonl(path, fix: str = DELETE_HINT) -> list:
+    """Every record of a JSON-lines file. A torn *last* line (a crash mid-append) is dropped with a warning;
+    a damaged line elsewhere raises :class:`CorruptFileError`."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError as error:
+        raise _corrupt(path, "JSON-lines file", fix, error) from error
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                warnings.warn(f"{path}: dropping a torn last line ({line[:60]!r}); an interrupted write left it",
+                              stacklevel=2)
+                break
+            raise _corrupt(path, "JSON-lines file", fix + f" (line {number} of {len(lines)} is damaged)", error) from error
+    return records
+
+
+def load_torch(path, fix: str = DELETE_HINT, *, weights_only: bool = False):
+    """``torch.load(path)`` with a damaged file turned into :class:`CorruptFileError` naming the path and ``fix``."""
+    import pickle
+    import zipfile
+
+    import torch
+
+    path = Path(path)
+    try:
+        return torch.load(path, weights_only=weights_only, map_location="cpu")
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, KeyError) as error:
+        raise _corrupt(path, "torch file", fix, error) from error
+
+
+# --------------------------------------------------------------------------- asset checksums
+
+
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def sha256_of(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(8 * 1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_checksum(path) -> dict:
+    """Write ``<path>.sha256.json`` with the file's size and sha256 (call right after creating the file)."""
+    path = Path(path)
+    record = {"size": path.stat().st_size, "sha256": sha256_of(path)}
+    write_json(_checksum_path(path), record)
+    return record
+
+
+def has_checksum(path) -> bool:
+    return _checksum_path(Path(path)).exists()
+
+
+def verify_checksum(path, *, full: bool = False, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> bool:
+    """Check ``path`` against its recorded size (always) and sha256 (with ``full``).
+
+    Returns False when no checksum was recorded; raises :class:`CorruptFileError` naming the path and ``fix``
+    when the file is missing or differs.
+    """
+    path = Path(path)
+    sidecar = _checksum_path(path)
+    if not sidecar.exists():
+        return False
+    expected = read_json(sidecar, fix)
+    if not path.is_file():
+        raise CorruptFileError(f"{path} is missing (its checksum {sidecar.name} is there). {fix}")
+    size = path.stat().st_size
+    if size != expected.get("size"):
+        raise CorruptFileError(f"{path} has {size:,} bytes, but {expected.get('size'):,} were recorded when it was "
+                               f"written; it is truncated or damaged. {fix}")
+    if full and sha256_of(path) != expected.get("sha256"):
+        raise CorruptFileError(f"{path} has the recorded size but not the recorded sha256; it is damaged. {fix}")
+    return True
+
+
+# --------------------------------------------------------------------------- format checks (no recorded checksum needed)
+
+
+def check_safetensors(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> None:
+    """Raise :class:`CorruptFileError` unless ``path``'s safetensors header is readable and its tensors end exactly
+    at the end of the file (a truncated download or conversion fails this; only the header is read)."""
+    import struct
+
+    path = Path(path)
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as handle:
+            (header_length,) = struct.unpack("<Q", handle.read(8))
+            if header_length > size - 8:
+                raise ValueError(f"header length {header_length} exceeds the file")
+            header = json.loads(handle.read(header_length))
+        end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+    except (struct.error, ValueError, KeyError, TypeError, IndexError) as error:
+        raise _corrupt(path, "safetensors file", fix, error) from error
+    if 8 + header_length + end != size:
+        raise CorruptFileError(f"{path} has {size:,} bytes, but its safetensors header needs "
+                               f"{8 + header_length + end:,}; it is truncated or damaged. {fix}")
+
+
+def check_zip(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.", *, full: bool = False) -> None:
+    """Raise :class:`CorruptFileError` unless ``path`` is a readable zip (a wheel); ``full`` also checks every CRC."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip() if full else None
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise _corrupt(path, "zip archive", fix, error) from error
+    if bad is not None:
+        raise CorruptFileError(f"{path}: member {bad} fails its CRC check; the archive is damaged. {fix}")
+
+
+def check_ar(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> None:
+    """Raise :class:`CorruptFileError` unless ``path`` is a complete ``ar`` archive (a .deb): every member's
+    declared size fits, and the members end at the end of the file."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        if handle.read(8) != b"!<arch>\n":
+            raise CorruptFileError(f"{path} does not start like an ar archive (.deb); it is damaged. {fix}")
+        position = 8
+        while position < size:
+            header = handle.read(60)
+            try:
+                if len(header) != 60 or header[58:60] != b"`\n":
+                    raise ValueError("a member header is cut off")
+                member = int(header[48:58].decode().strip())
+            except (ValueError, UnicodeDecodeError) as error:
+                raise _corrupt(path, "ar archive (.deb)", fix, error) from error
+            position += 60 + member + (member % 2)
+            if position - (member % 2) > size:
+                raise CorruptFileError(f"{path}: a member needs {position:,} bytes but the file has {size:,}; "
+                                       f"it is truncated. {fix}")
+            handle.seek(position)

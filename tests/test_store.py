@@ -1,0 +1,199 @@
+"""helpers.store: fingerprints, atomic writes, checked reads, asset checksums; paths.repo_root's checkout choice."""
+import os
+import zipfile
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from helpers import data, models, paths, store
+
+
+@dataclass(frozen=True)
+class Settings:
+    lr: float = 1e-3
+    betas: tuple = (0.9, 0.999)
+
+
+def test_fingerprint_changes_with_every_setting_and_not_with_dict_order():
+    base = {"settings": Settings(), "mask_token": "underscore", "blocks": torch.arange(6).view(2, 3)}
+    assert store.fingerprint(base) == store.fingerprint(dict(reversed(list(base.items()))))
+    assert store.fingerprint(base) == store.fingerprint({**base, "blocks": torch.arange(6).view(2, 3)})
+    for changed in ({"settings": Settings(lr=2e-3)}, {"settings": Settings(betas=(0.9, 0.99))},
+                    {"mask_token": "eos"}, {"blocks": torch.arange(1, 7).view(2, 3)}, {"blocks": torch.arange(6)}):
+        assert store.fingerprint({**base, **changed}) != store.fingerprint(base), changed
+    assert store.fingerprint(print) == store.fingerprint(print)  # functions by name, never by address
+
+
+def test_run_dir_for_names_a_new_folder_per_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    first, second = store.run_dir_for("02_mntp_cpu", {"lr": 1e-3}), store.run_dir_for("02_mntp_cpu", {"lr": 2e-3})
+    assert first.parent == second.parent == tmp_path / "runs" and first != second
+    assert first.name.startswith("02_mntp_cpu_")
+    with pytest.raises(ValueError, match="name="):
+        store.run_dir_for("", {})
+
+
+def test_flat_differences_names_each_changed_key_old_to_new():
+    old = store.canonical_settings({"config": Settings(), "run": {"mask_token": "underscore"}})
+    new = store.canonical_settings({"config": Settings(lr=0.5), "run": {"mask_token": "eos", "extra": 1}})
+    assert store.flat_differences(old, new) == ["config.lr: 0.001 -> 0.5", "run.extra: (absent) -> 1",
+                                                "run.mask_token: 'underscore' -> 'eos'"]
+
+
+def test_a_crash_inside_atomic_write_leaves_the_old_file(tmp_path):
+    path = store.write_json(tmp_path / "result.json", {"f1": 0.5})
+    with pytest.raises(RuntimeError):
+        with store.atomic_write(path) as handle:
+            handle.write('{"f1": 0.')  # half written
+            raise RuntimeError("killed")
+    assert store.read_json(path) == {"f1": 0.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file left behind
+
+
+def test_a_crash_at_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
+    path = store.save_torch(tmp_path / "best.pt", {"f1": 0.5})
+
+    def killed(*args):
+        raise OSError("killed before the rename")
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(OSError):
+        store.save_torch(path, {"f1": 0.9})
+    monkeypatch.undo()
+    assert store.load_torch(path) == {"f1": 0.5}
+
+
+def test_replace_dir_swaps_a_whole_folder_and_recovers_after_a_crash(tmp_path, monkeypatch):
+    target = tmp_path / "adapter"
+    with store.replace_dir(target) as scratch:
+        (scratch / "weights").write_text("old")
+    with pytest.raises(RuntimeError):
+        with store.replace_dir(target) as scratch:
+            (scratch / "weights").write_text("half")
+            raise RuntimeError("killed")
+    assert (target / "weights").read_text() == "old"
+    # A crash between moving the old folder aside and moving the new one in: the old one comes back.
+    os.replace(target, tmp_path / "adapter.old")
+    store.recover_dir(target)
+    assert (target / "weights").read_text() == "old"
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_damaged_json_and_torch_files_name_their_path(tmp_path, damage):
+    json_path = store.write_json(tmp_path / "spans.json", [[1, 2]] * 100)
+    torch_path = store.save_torch(tmp_path / "features.pt", {"train": torch.ones(50, 8)})
+    for path in (json_path, torch_path):
+        raw = path.read_bytes()
+        path.write_bytes(raw[: len(raw) // 2] if damage == "truncate" else b"\x00garbage" + raw[8:])
+    with pytest.raises(store.CorruptFileError, match="spans.json"):
+        store.read_json(json_path)
+    with pytest.raises(store.CorruptFileError, match="features.pt"):
+        store.load_torch(torch_path)
+
+
+def test_a_torn_last_jsonl_line_is_dropped_with_a_warning_a_torn_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n{"ste')
+    with pytest.warns(UserWarning, match="torn last line"):
+        assert store.read_jsonl(path) == [{"step": 1}, {"step": 2}]
+    path.write_text('{"step": 1}\n{"ste\n{"step": 3}\n')
+    with pytest.raises(store.CorruptFileError, match="line 2 of 3"):
+        store.read_jsonl(path)
+
+
+def test_checksums_catch_a_truncated_file_by_size_and_a_changed_one_by_hash(tmp_path):
+    path = tmp_path / "asset.bin"
+    path.write_bytes(b"x" * 1000)
+    assert store.verify_checksum(path) is False  # nothing recorded yet
+    store.record_checksum(path)
+    assert store.verify_checksum(path, full=True)
+    path.write_bytes(b"x" * 999)
+    with pytest.raises(store.CorruptFileError, match=r"asset.bin has 999 bytes.*helpers.assets --force"):
+        store.verify_checksum(path)
+    path.write_bytes(b"y" * 1000)
+    assert store.verify_checksum(path)  # the cheap check sees only the size
+    with pytest.raises(store.CorruptFileError, match="sha256"):
+        store.verify_checksum(path, full=True)
+
+
+def test_a_truncated_safetensors_file_is_caught_without_a_recorded_checksum(tmp_path):
+    from safetensors.torch import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"a": torch.ones(64, 64), "b": torch.zeros(10)}, str(path))
+    store.check_safetensors(path)
+    raw = path.read_bytes()
+    for cut in (len(raw) - 1, len(raw) // 2, 20, 4):
+        path.write_bytes(raw[:cut])
+        with pytest.raises(store.CorruptFileError, match="model.safetensors"):
+            store.check_safetensors(path)
+
+
+def test_truncated_wheel_and_deb_are_caught(tmp_path):
+    wheel = tmp_path / "x.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("model.gguf", os.urandom(5000))
+    store.check_zip(wheel, full=True)
+    wheel.write_bytes(wheel.read_bytes()[:3000])
+    with pytest.raises(store.CorruptFileError, match="x.whl"):
+        store.check_zip(wheel)
+    deb = tmp_path / "x.deb"
+    member = lambda name, body: name.ljust(16).encode() + b"0".ljust(12) + b"0".ljust(6) * 2 + b"100644".ljust(8) \
+        + str(len(body)).ljust(10).encode() + b"`\n" + body + (b"\n" if len(body) % 2 else b"")
+    deb.write_bytes(b"!<arch>\n" + member("debian-binary", b"2.0\n") + member("data.tar.xz", os.urandom(301)))
+    store.check_ar(deb)
+    deb.write_bytes(deb.read_bytes()[:-50])
+    with pytest.raises(store.CorruptFileError, match="x.deb"):
+        store.check_ar(deb)
+
+
+def test_a_truncated_novels_json_is_an_error_naming_it_and_the_repair(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path))
+    path = data.austen_cache_path()
+    store.write_json(path, {"Emma": ["CHAPTER I", "", "Emma Woodhouse, handsome, clever, and rich."]})
+    store.record_checksum(path)
+    assert data.austen_novels()["Emma"][2].startswith("Emma Woodhouse")
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(store.CorruptFileError, match=r"novels.json.*python -m helpers.assets --force"):
+        data.austen_novels()
+    (path.parent / (path.name + store.CHECKSUM_SUFFIX)).unlink()  # no checksum: the JSON parse still catches it
+    with pytest.raises(store.CorruptFileError, match="novels.json"):
+        data.austen_novels()
+
+
+def test_a_truncated_embedded_model_is_an_error_naming_it_and_the_repair(tmp_path, monkeypatch):
+    from safetensors.torch import save_file
+
+    monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path))
+    folder = tmp_path / models.EMBEDDED_DIR_NAME
+    folder.mkdir()
+    for name in models.EMBEDDED_REQUIRED_FILES:
+        (folder / name).write_text("{}")
+    save_file({"w": torch.ones(32, 32)}, str(folder / "model.safetensors"))
+    assert models.embedded_model_dir() == folder
+    raw = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(raw[:-100])
+    with pytest.raises(store.CorruptFileError, match=r"model.safetensors.*python -m helpers.assets --force"):
+        models.embedded_model_dir()
+
+
+def _fake_checkout(root):
+    for marker in ("notebooks", "helpers"):
+        (root / marker).mkdir(parents=True)
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
+def test_repo_root_prefers_workbook_root_then_refuses_two_different_checkouts(tmp_path, monkeypatch):
+    other = _fake_checkout(tmp_path / "other")
+    monkeypatch.chdir(other / "notebooks")
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path / "chosen"))
+    assert paths.repo_root() == (tmp_path / "chosen").resolve()
+    monkeypatch.delenv("WORKBOOK_ROOT")
+    package_root = paths.Path(paths.__file__).resolve().parents[1]
+    with pytest.raises(paths.CheckoutMismatchError, match=rf"{other}.*{package_root}.*WORKBOOK_ROOT"):
+        paths.repo_root()
+    monkeypatch.chdir(package_root / "helpers")  # the package's own checkout: no conflict
+    assert paths.repo_root() == package_root
+    monkeypatch.chdir(tmp_path)  # outside any checkout: the package's
+    assert paths.repo_root() == package_root
