@@ -65,7 +65,7 @@ def lab(tmp_path_factory):
     port, token = _free_port(), uuid.uuid4().hex
     env = {**os.environ, "WORKBOOK_PROFILE": "smoke", "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
                "--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
                "--LabApp.expose_app_in_browser=True", f"--LabApp.user_settings_dir={root / '.settings'}",
                f"--LabApp.workspaces_dir={root / '.workspaces'}", "--LabApp.news_url=None",
@@ -81,7 +81,7 @@ def lab(tmp_path_factory):
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start: {(root / 'server.log').read_text()[-2000:]}")
+                    raise RuntimeError(f"JupyterLab did not start: {(root / 'server.log').read_text()[-2000:]}") from None
                 time.sleep(0.5)
         yield base, token
     finally:

@@ -505,7 +505,7 @@ def masking_view(tokenizer, text: str, ratio: float = 0.2, mask_token: str = "un
         ax.text(column, 0, targets[column], ha="center", fontsize=8, color="#31a354")
     for row, name in ((2, "input"), (1, "corrupted"), (0, f"target at output ({objective})")):
         ax.text(-0.8, row, name, ha="right", fontsize=8, style="italic")
-    ax.set_title(f"{objective.upper()}, ratio {ratio}, mask token '{tokenizer.decode([mask_id])}': "
+    ax.set_title(f"{objective.upper()}, ratio {ratio:g}, mask token '{tokenizer.decode([mask_id])}': "
                  "red = mask, orange = random, blue = selected but kept, green = target")
     fig.tight_layout()
     return fig
