@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import ipywidgets  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -45,6 +46,10 @@ def notebook_widgets():
         "02 masking": (partial(plots.masking_view, UNUSED, "text", mask_token="underscore"),
                        dict(ratio=(0.05, 0.95, 0.05), mask_token=list(objectives.MASK_TOKEN_CHOICES),
                             objective=list(objectives.OBJECTIVES), seed=(0, 20))),
+        "03 infill": (partial(plots.infill_view, UNUSED, UNUSED),
+                      dict(passage=ipywidgets.Textarea(value="A passage.", continuous_update=False),
+                           span_start=ipywidgets.IntSlider(value=5, min=0, max=60, continuous_update=False),
+                           span_words=ipywidgets.IntSlider(value=6, min=1, max=30, continuous_update=False))),
         "04 tagging": (partial(plots.sr_tagging_view, {1: UNUSED, 2: UNUSED}, UNUSED, ["O"], sentence="A sentence .",
                                r=2, layer=15, reference_task="chunks"),
                        dict(sentence=str, r=[1, 2], layer=(0, 29))),
@@ -63,7 +68,8 @@ def test_every_control_opens_at_the_view_default(name):
     built = plots.view_controls(view, **controls)
     assert set(built) == set(controls)
     for argument, control in built.items():
-        assert control.value == defaults[argument], f"{name}: {argument} opens at {control.value!r}"
+        if argument in defaults:  # 03's passage has none: the notebook fills the box with a held-out story
+            assert control.value == defaults[argument], f"{name}: {argument} opens at {control.value!r}"
 
 
 def test_a_control_whose_default_lies_outside_its_range_is_refused():
@@ -73,8 +79,6 @@ def test_a_control_whose_default_lies_outside_its_range_is_refused():
         plots.view_controls(partial(plots.masking_view, UNUSED, "x"), mask_token=["eos"])
     with pytest.raises(ValueError, match="no default"):
         plots.view_controls(partial(plots.infill_view, UNUSED, UNUSED), passage=str)
-    import ipywidgets
-
     with pytest.raises(ValueError, match="span_start: the widget opens at 9"):
         plots.view_controls(plots.magnet_view, span_start=ipywidgets.IntSlider(value=9, max=12))
 
