@@ -8,10 +8,21 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 WORKBOOK_PROFILE ?=
 
-.PHONY: setup reproduce test benchmark strip clean
+.PHONY: setup git-filter reproduce test benchmark strip clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed git-filter
 	$(PY) -m helpers.assets
+
+# nbstripout as a git filter (.gitattributes names it for *.ipynb): outputs that JupyterLab autosaves into a
+# notebook never reach a commit, and cell ids stay as they are. Skipped outside a git checkout.
+git-filter: $(VENV)/.installed
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+		git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout --keep-id' && \
+		git config filter.nbstripout.smudge cat && \
+		git config filter.nbstripout.required true && \
+		git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout --keep-id -t' && \
+		echo "nbstripout installed as the git filter for *.ipynb"; \
+	else echo "not a git checkout: nbstripout git filter not installed (run make strip before committing)"; fi
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

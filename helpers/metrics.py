@@ -92,18 +92,24 @@ def token_accuracy(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Seque
 
 
 def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% Student-t interval (0 for a single value)."""
+    """Mean and the half-width of its 95% Student-t interval (NaN for a single value: one seed has no interval)."""
     if len(values) == 0:
         raise ValueError("values is empty")
     if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values):
         raise ValueError(f"values={list(values)[:8]!r} must all be finite numbers (a nan or inf would give a nan interval)")
     mean = sum(values) / len(values)
     if len(values) == 1:
-        return float(mean), 0.0
+        return float(mean), math.nan
     from scipy.stats import t
 
     variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
     return float(mean), float(t.ppf(0.975, len(values) - 1) * math.sqrt(variance / len(values)))
+
+
+def format_mean_ci(mean: float, half: float, decimals: int = 1) -> str:
+    """``"53.5 ± 1.2"``; ``"53.5 ± n/a"`` where there is no interval (a single seed), never ``"± 0.0"``."""
+    spread = "n/a" if half is None or math.isnan(half) else f"{half:.{decimals}f}"
+    return f"{mean:.{decimals}f} ± {spread}"
 
 
 def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: bool = True, synchronize=None,

@@ -872,7 +872,7 @@ def table1(summary):
             if picked.empty:
                 continue
             row = picked.iloc[0]
-            rows.append({"task": task, "method": label, "ours F1": f"{row.f1:.1f} ± {row.ci95:.1f}",
+            rows.append({"task": task, "method": label, "ours F1": metrics.format_mean_ci(row.f1, row.ci95),
                          "ours mean": row.f1, PAPER_TABLE1_COLUMN: paper[kind]})
     return pd.DataFrame(rows)
 
@@ -1074,7 +1074,7 @@ def summary_table(block_summary, summary, speedups, num_layers: int):
     full_depth = summary[summary.exit_layer.isna()]
     for row in full_depth[full_depth.kind == "sr"].itertuples():
         reference = f"{paper[row.r]:.1f} (CoNLL03, 7-decoder mean)" if row.r in paper else "-"
-        rows.append(("Fig. 2", f"{row.task}, SR r={row.r}", reference, f"{row.f1:.1f} ± {row.ci95:.1f} ({row.seeds} seeds)"))
+        rows.append(("Fig. 2", f"{row.task}, SR r={row.r}", reference, f"{metrics.format_mean_ci(row.f1, row.ci95)} ({row.seeds} seeds)"))
     for _, row in table1(summary).iterrows():
         rows.append(("Table 1", f"{row['task']}, {row['method']}", f"{row[PAPER_TABLE1_COLUMN]:.1f} (CoNLL03, 7-decoder mean)",
                      row["ours F1"]))
@@ -1082,7 +1082,7 @@ def summary_table(block_summary, summary, speedups, num_layers: int):
         full = full_depth[(full_depth.task == row.task) & (full_depth.kind == "sr") & (full_depth.r == row.r)]
         reference = f"{full.f1.iloc[0]:.1f} at all {num_layers} layers" if not full.empty else "-"
         rows.append(("Fig. 5", f"{row.task}, r={row.r}, exit@{int(row.exit_layer)}",
-                     "figure only: exit@19/24 match the last layer, exit@9 falls short", f"{row.f1:.1f} ± {row.ci95:.1f} (vs {reference})"))
+                     "figure only: exit@19/24 match the last layer, exit@9 falls short", f"{metrics.format_mean_ci(row.f1, row.ci95)} (vs {reference})"))
     for paper_layer, by_r in PAPER_SPEEDUPS.items():
         ours_layer = scaled_exit_layer(paper_layer, num_layers)
         for r, value in by_r.items():

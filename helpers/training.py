@@ -8,10 +8,12 @@ MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -78,6 +80,15 @@ class TrainConfig:
             raise ValueError(f"extra={self.extra!r} must be a dict")
 
 
+@contextlib.contextmanager
+def _peft_quietly():
+    """peft reads transformers' deprecated ``model.is_gradient_checkpointing`` whenever it wraps a model, which
+    raises a FutureWarning that is peft's to fix, not ours; silence that one warning, only around peft's calls."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
+
+
 def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool = False):
     """Wrap ``model`` with LoRA adapters on ``settings.target_modules`` (QLoRA when the model is 4-bit)."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
@@ -87,10 +98,12 @@ def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool =
     if missing:
         raise ValueError(f"target_modules={settings.target_modules}: {missing} not found in {type(model).__name__}")
     if four_bit:
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        with _peft_quietly():
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=list(settings.target_modules), bias="none")
-    return get_peft_model(model, config)
+    with _peft_quietly():
+        return get_peft_model(model, config)
 
 
 def four_bit_requested(profile) -> bool:
@@ -325,7 +338,8 @@ def load_adapter(model, path, expected: dict | None = None):
         if differences:
             raise ValueError(f"the adapter at {path} was trained with other settings: {'; '.join(differences[:12])}. {fix}")
     try:
-        return PeftModel.from_pretrained(model, str(path))
+        with _peft_quietly():
+            return PeftModel.from_pretrained(model, str(path))
     except Exception as error:  # safetensors and json errors from peft: say which file and what to do
         if type(error).__name__ in ("SafetensorError", "JSONDecodeError", "HeaderTooLarge") or isinstance(
                 error, (OSError, EOFError)):

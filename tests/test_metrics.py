@@ -1,4 +1,6 @@
 """Shared metrics on hand-counted examples; silver labels; the offline masked-LM loader."""
+import math
+
 import pytest
 import torch
 
@@ -45,7 +47,10 @@ def test_seqeval_f1_is_entity_level():
 def test_mean_ci95():
     mean, half = metrics.mean_ci95([1.0, 2.0, 3.0])
     assert mean == 2.0 and half == pytest.approx(4.302653 * 1.0 / 3 ** 0.5, rel=1e-5)
-    assert metrics.mean_ci95([5.0]) == (5.0, 0.0)
+    mean, half = metrics.mean_ci95([5.0])
+    assert mean == 5.0 and math.isnan(half)  # one seed has no interval
+    assert metrics.format_mean_ci(mean, half) == "5.0 ± n/a"
+    assert metrics.format_mean_ci(53.46, 1.25) == "53.5 ± 1.2"
 
 
 def test_silver_labels_are_aligned_iob2():

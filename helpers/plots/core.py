@@ -43,11 +43,13 @@ def save_figure(fig: plt.Figure, name: str) -> Path:
     return path
 
 
-def show(fig: plt.Figure, name: str) -> Path:
-    """Save ``fig`` under ``name``, display it inline once, and close it."""
-    path = save_figure(fig, name)
+def show(fig: plt.Figure, name: str) -> None:
+    """Save ``fig`` under ``name``, display it inline once, and close it.
+
+    Returns None, so a cell ending in ``show(...)`` prints no ``PosixPath`` under the figure.
+    """
+    save_figure(fig, name)
     _display(fig)
-    return path
 
 
 def _display(fig: plt.Figure) -> None:
@@ -60,15 +62,125 @@ def _display(fig: plt.Figure) -> None:
     plt.close(fig)
 
 
-def interactive_view(view, **widget_ranges):
-    """An ipywidgets ``interactive`` whose callback is ``view`` (a plain function returning a figure)."""
+# --- Widgets ---
+
+def view_defaults(view) -> dict:
+    """The keyword defaults of ``view`` (a function or a ``functools.partial``; a partial's keywords count as defaults)."""
+    import inspect
+
+    return {name: parameter.default for name, parameter in inspect.signature(view).parameters.items()
+            if parameter.default is not inspect.Parameter.empty}
+
+
+def _decimals(*numbers: float) -> int:
+    """Decimals that show every value ``start + n * step`` of a slider exactly (0.1 -> 1, 0.025 -> 3)."""
+    from decimal import Decimal
+
+    return max(max(0, -Decimal(repr(float(number))).normalize().as_tuple().exponent) for number in numbers)
+
+
+def view_controls(view, continuous_update: bool = True, **controls) -> dict:
+    """One ipywidgets control per keyword, each opening at ``view``'s default for that argument.
+
+    A control is ``(min, max)`` or ``(min, max, step)`` (an IntSlider for whole numbers, else a FloatSlider),
+    a list of options (a Dropdown), ``str`` (a Text box, updated on Enter), or a ready widget. A slider or
+    Dropdown needs a default inside its range; a ready widget must open at the default where there is one.
+    ``continuous_update=False`` redraws only when a slider is released (for callbacks that take a while).
+    """
+    import ipywidgets as widgets
+
+    defaults = view_defaults(view)
+    name = getattr(view, "__name__", getattr(getattr(view, "func", None), "__name__", "view"))
+    built = {}
+    for argument, spec in controls.items():
+        has_default = argument in defaults
+        default = defaults.get(argument)
+        if isinstance(spec, widgets.ValueWidget):
+            if has_default and spec.value != default:
+                raise ValueError(f"{argument}: the widget opens at {spec.value!r} but {name} defaults to {default!r}; "
+                                 "give the widget value= the default (or bind the value into the view with partial)")
+            built[argument] = spec
+            continue
+        if not has_default:
+            raise ValueError(f"{argument}={spec!r}: {name} has no default for {argument!r}, so the control would "
+                             "open at an arbitrary value; give the view a default (e.g. with functools.partial)")
+        if spec is str:
+            if not isinstance(default, str):
+                raise ValueError(f"{argument}=str: {name}'s default {default!r} is not a string")
+            built[argument] = widgets.Text(value=default, description=argument, continuous_update=False,
+                                           layout={"width": "90%"})
+        elif isinstance(spec, list):
+            if default not in spec:
+                raise ValueError(f"{argument}={spec!r}: {name}'s default {default!r} is not one of the options")
+            built[argument] = widgets.Dropdown(options=spec, value=default, description=argument)
+        elif isinstance(spec, tuple) and len(spec) in (2, 3):
+            low, high = spec[0], spec[1]
+            step = spec[2] if len(spec) == 3 else None
+            if isinstance(default, bool) or not isinstance(default, (int, float)) or not low <= default <= high:
+                raise ValueError(f"{argument}={spec!r}: {name}'s default {default!r} lies outside the range "
+                                 f"[{low}, {high}]")
+            whole = all(isinstance(value, int) for value in (low, high, default) + ((step,) if step else ()))
+            if whole:
+                built[argument] = widgets.IntSlider(value=default, min=low, max=high, step=step or 1,
+                                                    description=argument, continuous_update=continuous_update)
+            else:
+                step = step or (high - low) / 20
+                built[argument] = widgets.FloatSlider(value=default, min=low, max=high, step=step,
+                                                      readout_format=f".{_decimals(low, step)}f", description=argument,
+                                                      continuous_update=continuous_update)
+        else:
+            raise ValueError(f"{argument}={spec!r} is not a control; expected (min, max[, step]), a list of options, "
+                             "str, or an ipywidgets widget")
+        built[argument].style = {"description_width": "initial"}
+    return built
+
+
+def render_view(view, **kwargs):
+    """Call ``view(**kwargs)``: its figure, or, when the settings are invalid, a one-line message.
+
+    A figure the failed call left open is closed, so nothing leaks into later output.
+    """
+    before = set(plt.get_fignums())
+    try:
+        return view(**kwargs)
+    except Exception as error:  # a widget shows one line, never a traceback
+        for number in set(plt.get_fignums()) - before:
+            plt.close(number)
+        text = " ".join(str(error).split()) or type(error).__name__
+        if not isinstance(error, ValueError):  # bad settings raise ValueError; anything else is a bug to report
+            text = f"{type(error).__name__}: {text}"
+        return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _widget_value(control):
+    value = control.value
+    if isinstance(value, float) and getattr(control, "step", None):
+        return round(value, _decimals(control.min, control.step))  # 1.5999999999999999 -> 1.6
+    return value
+
+
+def interactive_view(view, continuous_update: bool = True, **controls):
+    """An ipywidgets ``interactive`` over ``view`` (a plain function returning a figure), opening at its defaults.
+
+    Controls are built by :func:`view_controls`. Invalid settings show a one-line message in place of the
+    figure (see :func:`render_view`).
+    """
+    from html import escape
+
+    from IPython.display import HTML, display
     from ipywidgets import interactive
 
+    built = view_controls(view, continuous_update=continuous_update, **controls)
+
     def render(**kwargs):
-        _display(view(**kwargs))
+        result = render_view(view, **{name: _widget_value(built[name]) for name in kwargs})
+        if isinstance(result, str):
+            display(HTML(f'<p class="widget-message" style="color:#a50f15">⚠ {escape(result)}</p>'))
+        else:
+            _display(result)
 
     render.__name__ = getattr(view, "__name__", "view")
-    return interactive(render, **widget_ranges)
+    return interactive(render, **built)
 
 
 def token_labels(tokenizer, ids) -> list[str]:
@@ -144,11 +256,14 @@ def magnet_figure(length: int = 10, spans_c: Sequence[tuple[int, int]] = ((3, 7)
 
 def magnet_view(span_start: int = 3, span_end: int = 7, second_start: int = 0, second_end: int = 0,
                 length: int = 12) -> plt.Figure:
-    """Widget: a MAGNET mask with up to two spans (a span with start >= end is off)."""
+    """Widget: a MAGNET mask with up to two spans (a span with start >= end is off).
+
+    Overlapping spans or a span past ``length`` raise ValueError (from ``masks.magnet`` / ``masks.dense``).
+    """
     spans = _spans((span_start, span_end), (second_start, second_end))
+    allowed = M.dense(M.magnet(spans), length)  # checks before a figure opens
     fig, ax = plt.subplots(figsize=(4.6, 4.2))
-    draw_mask(ax, M.dense(M.magnet(spans), length), f"MAGNET spans {spans}",
-              query_kind=M.span_ids(torch.arange(length), spans))
+    draw_mask(ax, allowed, f"MAGNET, length {length}, spans {spans}", query_kind=M.span_ids(torch.arange(length), spans))
     fig.tight_layout()
     return fig
 
@@ -165,14 +280,7 @@ def repetition_figure(tokens: str = "ABC", r: int = 2, measured: dict[int, float
     fig, (ax, curve) = plt.subplots(1, 2, figsize=(10, 4.4), gridspec_kw={"width_ratios": [1.1, 1]})
     draw_mask(ax, M.dense(layout.mask, layout.length), f"'{tokens}' with r={r} (k={layout.k})",
               labels=list(tokens) * layout.k)
-    n = layout.n
-    for i in range(layout.k):
-        for j in range(layout.k):
-            kind = layout.block_kind(i, j)
-            ax.add_patch(Rectangle((j * n - 0.5, i * n - 0.5), n, n, fill=False, lw=1.6,
-                                   edgecolor={"full": "#08519c", "lower": "#31a354", "zero": "#bdbdbd"}[kind]))
-            ax.text(j * n + (n - 1) / 2, i * n + (n - 1) / 2, f"A{i + 1}{j + 1}\n{kind}", ha="center",
-                    va="center", fontsize=7 if layout.k <= 4 else 5, color="black" if kind != "zero" else "white")
+    _label_blocks(ax, layout, 0.8 * min(fig.get_size_inches()[0] * 1.1 / 2.1, fig.get_size_inches()[1]))
     rs = np.arange(0, max_r + 1)
     curve.plot(rs, [M.bidirectional_block_share(int(x)) for x in rs], "o-", label="analytic (k-1)/(k+1)")
     if measured:
@@ -186,6 +294,27 @@ def repetition_figure(tokens: str = "ABC", r: int = 2, measured: dict[int, float
     curve.set_title("SR §2: bidirectional share")
     fig.tight_layout()
     return fig
+
+
+_BLOCK_EDGES = {"full": "#08519c", "lower": "#31a354", "zero": "#bdbdbd"}
+
+
+def _label_blocks(ax, layout: M.Repetition, axis_inches: float) -> None:
+    """Outline the k x k blocks; name each (A_ij and its kind) where a block is wide enough, else by one letter
+    (F full, L lower, 0 zero) explained in a legend, so the labels stay readable at r >= 5."""
+    n, k = layout.n, layout.k
+    block_points = axis_inches * 72 / k
+    spelled = block_points >= 34
+    fontsize = 7 if spelled else max(5.5, min(9.0, 0.45 * block_points))
+    for i in range(k):
+        for j in range(k):
+            kind = layout.block_kind(i, j)
+            ax.add_patch(Rectangle((j * n - 0.5, i * n - 0.5), n, n, fill=False, lw=1.6, edgecolor=_BLOCK_EDGES[kind]))
+            text = f"A{i + 1}{j + 1}\n{kind}" if spelled else {"full": "F", "lower": "L", "zero": "0"}[kind]
+            ax.text(j * n + (n - 1) / 2, i * n + (n - 1) / 2, text, ha="center", va="center", fontsize=fontsize,
+                    fontweight="normal" if spelled else "bold", color="black" if kind != "zero" else "white")
+    if not spelled:
+        ax.set_title(f"{ax.get_title()}\nblocks: F full, L lower triangle, 0 zero")
 
 
 def repetition_view(r: int = 2) -> plt.Figure:
@@ -218,27 +347,30 @@ def dswa_figure(source_length: int = 6, target_length: int = 18, window: int = 6
                 fixed_window: int = 64, alpha_min: float = 0.125, alpha_max: float = 0.75) -> plt.Figure:
     """OpenLTG Fig. 3 (the window band with its source columns) and the Eq. 7 per-layer window schedule."""
     length = source_length + target_length
-    mask = M.dswa(source_length, window)
-    schedule = M.dswa_window_schedule(num_layers, fixed_window, alpha_min, alpha_max)
+    schedule = M.dswa_window_schedule(num_layers, fixed_window, alpha_min, alpha_max)  # checks before a figure opens
+    allowed = M.dense(M.dswa(source_length, window), length)
     fig, (ax, sched) = plt.subplots(1, 2, figsize=(10.5, 4.4))
     kind = (torch.arange(length) >= source_length).long()
-    draw_mask(ax, M.dense(mask, length), f"DSWA: source {source_length}, window {window}", query_kind=kind,
+    draw_mask(ax, allowed, f"DSWA: source {source_length}, window {window}", query_kind=kind,
               labels=[f"s{i}" for i in range(source_length)] + [f"t{i}" for i in range(target_length)])
     ax.add_patch(Rectangle((-0.5, -0.5), source_length, length, fill=False, lw=2, edgecolor="#e6550d"))
     layers = np.arange(1, num_layers + 1)
     sched.bar(layers, schedule, color="#fdae6b")
     sched.axhline(alpha_min * fixed_window, color="gray", ls="--", lw=0.8, label="α_min · S_fix")
-    sched.set_xlabel("layer i")
+    sched.set_xlabel(f"layer i (of {num_layers})")
     sched.set_ylabel("S_win")
-    sched.set_title(f"Eq. 7: max(α_min, (L-i)/L·α_max)·S_fix, S_fix={fixed_window}")
+    sched.set_title(f"Eq. 7: max(α_min, (L-i)/L·α_max)·S_fix\nS_fix={fixed_window}, α_min={alpha_min:g}, "
+                    f"α_max={alpha_max:g}, L={num_layers}")
     sched.legend()
     fig.tight_layout()
     return fig
 
 
-def dswa_view(window: int = 6, alpha_min: float = 0.125, alpha_max: float = 0.75) -> plt.Figure:
-    """Widget: DSWA band and the Eq. 7 schedule."""
-    return dswa_figure(window=window, alpha_min=alpha_min, alpha_max=alpha_max)
+def dswa_view(window: int = 6, alpha_min: float = 0.125, alpha_max: float = 0.75, num_layers: int = 12,
+              fixed_window: int = 64) -> plt.Figure:
+    """Widget: DSWA band and the Eq. 7 schedule; bind ``num_layers`` to the model's depth (α_min > α_max raises)."""
+    return dswa_figure(window=window, num_layers=num_layers, fixed_window=fixed_window, alpha_min=alpha_min,
+                       alpha_max=alpha_max)
 
 
 # --- Middle-layer unmasking (SR App. A.3.1) ---
@@ -265,21 +397,38 @@ def middle_unmasking_figure(depths: Sequence[int] = (30, 32), labels: Sequence[s
 
 # --- Real attention and the proof ---
 
-def attention_view(maps: dict[str, torch.Tensor], tokens: Sequence[str], layer: int = 0, head: int = 0) -> plt.Figure:
-    """Widget: one layer and head of a real model's attention weights under each mask."""
+def attention_view(maps: dict[str, torch.Tensor], tokens: Sequence[str], layer: int = 0, head: int = 0,
+                   named_masks: dict | None = None) -> plt.Figure:
+    """Widget: one layer and head of a real model's attention weights under each mask.
+
+    Colours follow the square root of the weight, so that small weights stay visible; with ``named_masks``
+    (the masks that produced ``maps``, same names) the cells each mask hides are hatched.
+    """
+    from matplotlib.collections import PatchCollection
+    from matplotlib.colors import PowerNorm
+
     first = next(iter(maps.values()))
     layer = M.check_layer(layer, first.shape[0])
     if not 0 <= head < first.shape[1]:
         raise ValueError(f"head={head} is out of range for {first.shape[1]} heads (0..{first.shape[1] - 1})")
-    fig, axes = plt.subplots(1, len(maps), figsize=(4.4 * len(maps), 4.4), squeeze=False)
+    if named_masks is not None and set(named_masks) != set(maps):
+        raise ValueError(f"named_masks has {sorted(named_masks)} but maps has {sorted(maps)}; expected the same names")
+    length = first.shape[-1]
+    fig, axes = plt.subplots(1, len(maps), figsize=(4.4 * len(maps) + 0.8, 4.6), squeeze=False, layout="constrained")
+    norm = PowerNorm(gamma=0.5, vmin=0, vmax=1)
     for ax, (name, weights) in zip(axes[0], maps.items()):
-        ax.imshow(_as_numpy(weights[layer, head]), cmap="magma", vmin=0, vmax=1)
+        image = ax.imshow(_as_numpy(weights[layer, head]), cmap="magma", norm=norm)
+        if named_masks is not None:
+            hidden = ~_as_numpy(M.dense(named_masks[name], length)).astype(bool)
+            cells = [Rectangle((k - 0.5, q - 0.5), 1, 1) for q, k in zip(*np.nonzero(hidden))]
+            ax.add_collection(PatchCollection(cells, facecolor="#d9d9d9", edgecolor="#737373", hatch="////", lw=0))
         ax.set_title(f"{name}: layer {layer}, head {head}")
         ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
         ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
         ax.set_xlabel("key")
         ax.set_ylabel("query")
-    fig.tight_layout()
+    fig.colorbar(image, ax=list(axes[0]), fraction=0.02, pad=0.02,
+                 label="attention weight (square-root scale)" + ("; hatched: masked (-inf)" if named_masks else ""))
     return fig
 
 
@@ -356,7 +505,7 @@ def masking_view(tokenizer, text: str, ratio: float = 0.2, mask_token: str = "un
         ax.text(column, 0, targets[column], ha="center", fontsize=8, color="#31a354")
     for row, name in ((2, "input"), (1, "corrupted"), (0, f"target at output ({objective})")):
         ax.text(-0.8, row, name, ha="right", fontsize=8, style="italic")
-    ax.set_title(f"{objective.upper()}, ratio {ratio}, mask token '{tokenizer.decode([mask_id])}': "
+    ax.set_title(f"{objective.upper()}, ratio {ratio:g}, mask token '{tokenizer.decode([mask_id])}': "
                  "red = mask, orange = random, blue = selected but kept, green = target")
     fig.tight_layout()
     return fig

@@ -69,7 +69,7 @@ def _candidate_histogram(ax, logits: torch.Tensor, tokenizer, temperature: float
                        Patch(facecolor=_CONTENT, label="content word")], fontsize=6, loc="lower right")
 
 
-def trace_figure(decoded: D.Decoded, tokenizer, row: int = 0, columns: int = 16, top_k: int = 30,
+def trace_figure(decoded: D.Decoded, tokenizer, row: int = 0, columns: int = 16, top_k: int = 50,
                  title: str = "") -> plt.Figure:
     """OpenLTG Fig. 2: the target after each iteration, re-masked tokens highlighted, and the output
     distribution at iteration 1 for the probe position (when one was recorded)."""
@@ -78,7 +78,8 @@ def trace_figure(decoded: D.Decoded, tokenizer, row: int = 0, columns: int = 16,
     probe = decoded.config.probe_position
     width = 0.62 * min(columns, decoded.tokens.shape[1]) + 2
     lines = len(decoded.trace) * (-(-decoded.tokens.shape[1] // columns) + 1)
-    fig = plt.figure(figsize=(width + (3.6 if probe is not None else 0), max(3.5, 0.28 * lines + 1.2)))
+    histogram_height = 0.11 * top_k + 1.2 if probe is not None else 0
+    fig = plt.figure(figsize=(width + (3.6 if probe is not None else 0), max(3.5, 0.28 * lines + 1.2, histogram_height)))
     grid = fig.add_gridspec(1, 2 if probe is not None else 1, width_ratios=[width, 3.6] if probe is not None else [1])
     _token_grid(fig.add_subplot(grid[0, 0]), decoded, tokenizer, row, columns)
     if probe is not None:
@@ -87,8 +88,8 @@ def trace_figure(decoded: D.Decoded, tokenizer, row: int = 0, columns: int = 16,
                              f"iteration 1, target position {probe}, at T = 1")
     prompt = tokenizer.decode(decoded.prompts[row], skip_special_tokens=True)
     config = decoded.config
-    fig.suptitle(title or f"mask-predict, T={config.iterations}, β={config.beta}, LTD {'on' if config.ltd else 'off'}, "
-                 f"DSWA {'on' if config.dswa else 'off'} (S_fix={config.fixed_window}), top-p {config.top_p}\n"
+    fig.suptitle(title or f"mask-predict, T={config.iterations}, β={config.beta:.3g}, LTD {'on' if config.ltd else 'off'}, "
+                 f"DSWA {'on' if config.dswa else 'off'} (S_fix={config.fixed_window}), top-p {config.top_p:.3g}\n"
                  f"prompt: {_short(prompt[-90:], 100)!r}", fontsize=8)
     fig.tight_layout()
     return fig

@@ -87,7 +87,8 @@ def sr_f1_figure(summary, paper: dict | None = None, title_suffix: str = "") -> 
             if not base.empty:
                 value, half = float(base.f1.iloc[0]), float(base.ci95.iloc[0])
                 ax.axhline(value, color=color, ls="--", label=f"{kind} unmasking (ours)")
-                ax.axhspan(value - half, value + half, color=color, alpha=0.08)
+                if np.isfinite(half):  # one seed: no interval to shade
+                    ax.axhspan(value - half, value + half, color=color, alpha=0.08)
         if paper:
             rs = sorted(key for key in paper if isinstance(key, int))
             ax.plot(rs, [paper[r] for r in rs], "s:", color="gray", label="paper, CoNLL03 (7-decoder mean)")
