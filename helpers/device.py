@@ -1,4 +1,4 @@
-"""The one place that decides the device and whether 4-bit quantisation is usable."""
+"""The one place that decides the device, the training precision and whether 4-bit quantisation is usable."""
 from __future__ import annotations
 
 import importlib.util
@@ -45,3 +45,11 @@ def resolve_four_bit(requested: bool, device: torch.device | None = None) -> boo
     if not supported:
         warnings.warn(f"load_in_4bit requested but unavailable: {reason}", stacklevel=2)
     return supported
+
+
+def model_device(model) -> torch.device:
+    """Where ``model``'s weights live (its first parameter); helpers move their inputs there."""
+    parameter = next(iter(model.parameters()), None)
+    if parameter is None:
+        raise ValueError(f"model={type(model).__name__} has no parameters, so it has no device to move inputs to")
+    return parameter.device

@@ -279,9 +279,10 @@ def _decoder(model):
 
 
 def _gathered_loss(model, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    rows, cols = (labels != O.IGNORE_INDEX).nonzero(as_tuple=True)
-    logits = model.get_output_embeddings()(hidden[rows, cols])
-    return F.cross_entropy(logits.float(), labels[rows, cols])
+    rows, cols = (labels != O.IGNORE_INDEX).nonzero(as_tuple=True)  # where the labels live
+    targets = labels[rows, cols].to(hidden.device)
+    logits = model.get_output_embeddings()(hidden[rows.to(hidden.device), cols.to(hidden.device)])
+    return F.cross_entropy(logits.float(), targets)
 
 
 def mntp_msg_losses(model, view: dict) -> dict:
@@ -406,7 +407,7 @@ def last_token_states(model, batch: dict, mask: M.Mask = M.bidirectional) -> tor
     """``(B, d)``: the final hidden state of each row's last real token (the [EOS] of §3.2.2)."""
     hidden = attention.forward_with_mask(_decoder(model), batch["input_ids"], mask,
                                          padding_mask=batch["padding_mask"]).last_hidden_state
-    last = batch["padding_mask"].sum(-1) - 1
+    last = batch["padding_mask"].to(hidden.device).sum(-1) - 1
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 

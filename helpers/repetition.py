@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from . import attention, data, metrics, models, paths, training
 from . import masks as M
 from .checks import whole_number
-from .device import resolve_four_bit
+from .device import model_device, resolve_four_bit
 
 
 def repeat_ids(input_ids: torch.Tensor, r: int) -> torch.Tensor:
@@ -69,7 +69,7 @@ def block_mass_shares(attentions: Sequence[torch.Tensor], n: int, r: int) -> tor
     shares = []
     for weights in attentions:
         mass = weights.float().sum(-1)  # rows sum to 1
-        full = (weights.float() * full_block).sum(-1)
+        full = (weights.float() * full_block.to(weights.device)).sum(-1)
         shares.append((full / mass).mean())
     return torch.stack(shares)
 
@@ -82,7 +82,7 @@ def measure_block_shares(model, sentences_ids: Sequence[torch.Tensor], repeats: 
     The model must use eager attention (weights are read from ``output_attentions``); the causal
     mask is the model's own, since SR changes the input, not the mask.
     """
-    implementation = model.config._attn_implementation
+    implementation = attention.attention_implementation(model)
     if implementation != "eager":
         raise ValueError(f"model uses attn_implementation={implementation!r}; attention weights need 'eager'")
     results: dict[int, torch.Tensor] = {}
@@ -91,8 +91,8 @@ def measure_block_shares(model, sentences_ids: Sequence[torch.Tensor], repeats: 
     for r, ids in tqdm(jobs, desc="block shares", disable=not progress):
         ids = ids.reshape(1, -1)
         check_fits(model, ids.shape[1], r)
-        output = model(input_ids=repeat_ids(ids, r).to(model.device), output_attentions=True, use_cache=False)
-        per_r[r].append(block_mass_shares(output.attentions, ids.shape[1], r))
+        output = model(input_ids=repeat_ids(ids, r).to(model_device(model)), output_attentions=True, use_cache=False)
+        per_r[r].append(block_mass_shares(output.attentions, ids.shape[1], r).cpu())
     for r in repeats:
         results[r] = torch.stack(per_r[r]).mean(0)
     return results
