@@ -77,3 +77,12 @@ def precision(device: torch.device | str | None = None) -> Precision:
     if torch.cuda.is_bf16_supported(including_emulation=False):
         return Precision(torch.bfloat16, "bf16", "bf16: this GPU computes bfloat16 natively")
     return Precision(torch.float16, "fp16", "fp16 with a gradient scaler: this GPU has no native bfloat16 (e.g. a T4)")
+
+
+def release_memory() -> None:
+    """Return the memory of models a notebook has ``del``-eted: collect them, then empty CUDA's cache."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

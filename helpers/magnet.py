@@ -79,6 +79,7 @@ class MagnetSettings:
     simcse_steps: int = 800
     eval_every: int = 200
     checkpoint_every: int = 200
+    gradient_checkpointing: bool = False  # recompute layers in backward (helpers.memory)
     # Table 5 / Fig. 6: greedy generation.
     gen_prefixes: int = 64
     gen_new_tokens: int = 128
@@ -156,14 +157,14 @@ SETTINGS = {
                           checkpoint_every=50, gen_prefixes=200, gen_new_tokens=128, curve_prefixes=32,
                           infill_passages=500, infill_block_len=256, probe_source="conll2003",
                           probe_train_sentences=14041, probe_test_sentences=3453, cluster_per_book=200,
-                          sts=True, sts_pairs=1379),
+                          sts=True, sts_pairs=1379, gradient_checkpointing=True),
     # MAGNET App. A: LLaMA-2-7B, batch 32 x 512, lr 3e-5, 3400 + 800 iterations, SSCL batch 64 x 128.
     "paper": MagnetSettings(seq_len=512, batch_size=8, grad_accum=4, phase1_steps=3400, phase2_steps=800, lr=3e-5,
                             train_blocks=300_000, sscl_batch_size=64, simcse_steps=800, eval_every=400,
                             checkpoint_every=200, gen_prefixes=1000, gen_new_tokens=256, curve_prefixes=64,
                             infill_passages=1000, infill_block_len=512, probe_source="conll2003",
                             probe_train_sentences=14041, probe_test_sentences=3453, cluster_per_book=400,
-                            sts=True, sts_pairs=1379),
+                            sts=True, sts_pairs=1379, gradient_checkpointing=True),
 }
 
 # The paper's numbers, for side-by-side tables.
@@ -615,7 +616,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
     config = T.TrainConfig(steps=total, batch_size=settings.batch_size, grad_accum=settings.grad_accum, lr=settings.lr,
                            eval_every=settings.eval_every if eval_every is None else eval_every,
                            checkpoint_every=math.gcd(settings.checkpoint_every, total),
-                           seed=seed)
+                           gradient_checkpointing=settings.gradient_checkpointing, seed=seed)
     batch_for = joint_batch_maker(tokenizer, phases=phases, settings=settings, blocks=blocks, sentences=sentences,
                                   mask_id=mask_id, seed=seed, device=device, paraphrases=paraphrases)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,7 @@ class Profile:
     mlm_checkpoint_every: int = 25
     lora_r: int = 16
     lora_alpha: int = 32
+    gradient_checkpointing: bool = False  # recompute layers in backward (helpers.memory: needed on a T4 / A100-40GB)
     extra: dict = field(default_factory=dict)
 
     def replace(self, **changes) -> "Profile":
@@ -93,6 +94,7 @@ _PROFILES = {
         mlm_eval_batches=16,
         mlm_train_blocks=200_000,
         mlm_checkpoint_every=100,
+        gradient_checkpointing=True,
     ),
     "paper": Profile(
         name="paper",
@@ -111,6 +113,7 @@ _PROFILES = {
         mlm_eval_batches=32,
         mlm_train_blocks=300_000,
         mlm_checkpoint_every=200,
+        gradient_checkpointing=True,
     ),
 }
 

@@ -196,7 +196,7 @@ _GPU = RepetitionSettings(
     block_sentences=16, block_max_tokens=24, dataset="conll2003", tasks=("ner",),
     train_sentences=4000, validation_sentences=500, test_sentences=None, max_words=1000,
     seeds=(5, 29, 42), steps=400, batch_size=8, grad_accum=4, eval_every=100, checkpoint_every=100, qlora=True,
-    exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
+    gradient_checkpointing=True, exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 # paper: §3.3 and App. A.4: 10 epochs of CoNLL03 (14,041 sentences, effective batch 32), best epoch on validation,

@@ -48,6 +48,7 @@ class TrainConfig:
     eval_every: int = 10
     checkpoint_every: int = 0
     seed: int = 0
+    gradient_checkpointing: bool = False  # recompute each decoder layer in backward (helpers.memory)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -73,6 +74,23 @@ def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool =
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                         target_modules=list(settings.target_modules), bias="none")
     return get_peft_model(model, config)
+
+
+def enable_gradient_checkpointing(model) -> None:
+    """Keep only each decoder layer's input and recompute the layer in backward (non-reentrant).
+
+    Per-layer masks ride on the layers' own mask argument (``helpers.attention``), so the recompute
+    sees the same masks and the gradients do not change (``tests/test_attention_checkpointing.py``).
+    """
+    import warnings
+
+    for module in model.modules():
+        if getattr(module, "supports_gradient_checkpointing", False) and hasattr(module, "gradient_checkpointing_enable"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # renamed activation_checkpointing_enable in v6
+                module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return
+    raise ValueError(f"model={type(model).__name__} holds no transformers model that supports gradient checkpointing")
 
 
 def four_bit_requested(profile) -> bool:
@@ -184,6 +202,8 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         (run_dir / METRICS_FILE).unlink(missing_ok=True)
     _truncate_metrics(run_dir, start)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=1, default=str))
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
     model, optimizer = accelerator.prepare(model, optimizer)
     model.train()
 
