@@ -25,6 +25,7 @@ import math
 import random
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -565,6 +566,9 @@ def _silver_split(corpus: str, split: str, count: int | None, settings: Repetiti
     return tagged[:wanted]
 
 
+CONLL2003_SIZES = {"train": 14041, "validation": 3250, "test": 3453}  # sentences per split (§3.1, Table 4)
+
+
 def conll2003_sentences(split: str, limit: int | None = None) -> list[TaggedSentence]:
     """CoNLL-2003 NER (§3.1) as IOB2 tag strings, through the one loader in :func:`helpers.data.conll2003`."""
     return [TaggedSentence(s.words, s.ner) for s in data.conll2003(split, limit)]
@@ -578,11 +582,17 @@ def load_tagging_data(tokenizer, task: str, settings: RepetitionSettings, corpus
         raise ValueError(f"task={task!r} is not one of {TASKS}")
     counts = {"train": settings.train_sentences, "validation": settings.validation_sentences,
               "test": settings.test_sentences}
+    splits = None
     if settings.dataset == "conll2003":
         if task != "ner":
             raise ValueError(f"task={task!r}: the CoNLL-2003 path of notebook 04 labels NER only")
-        splits = {name: conll2003_sentences(name, count) for name, count in counts.items()}
-    else:
+        try:
+            splits = {name: conll2003_sentences(name, count) for name, count in counts.items()}
+        except data.MissingAssetError as error:
+            warnings.warn(f"CoNLL-2003 is unavailable, so notebook 04 falls back to spaCy silver NER on corpus={corpus!r} "
+                          f"(CoNLL-sized splits); its F1 are then not CoNLL-2003 scores. Cause: {error}", stacklevel=2)
+            counts = {name: CONLL2003_SIZES[name] if count is None else count for name, count in counts.items()}
+    if splits is None:
         splits = {name: _silver_split(corpus, name, count, settings, task, seed, progress) for name, count in counts.items()}
     encoded = {name: encode_sentences(tokenizer, sentences, settings.max_tokens) for name, sentences in splits.items()}
     for name, sentences in encoded.items():
