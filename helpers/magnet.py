@@ -104,6 +104,7 @@ class MagnetSettings:
     # Tables 2-3: sentence level.
     cluster_per_book: int = 200
     cluster_min_words: int = 8
+    cluster_corpus: str = "austen"  # Table 3 clusters sentences by book: the six novels, in every profile
     sts: bool = True
     sts_pairs: int = 1379
     embed_batch_size: int = 32

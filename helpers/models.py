@@ -12,6 +12,7 @@ Run ``python -m helpers.models`` to fetch the embedded model and print where it 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -48,6 +49,38 @@ _CHECK_TEXT = "The capital of France is Paris. Elizabeth Bennet walked to Nether
 
 class MissingAssetError(ValueError):
     """An offline asset (e.g. the embedded model) has not been fetched yet."""
+
+
+class GatedModelError(MissingAssetError):
+    """A Hub model whose licence must be accepted (e.g. meta-llama/Llama-2-7b-hf) could not be downloaded."""
+
+
+def gated_model_message(name: str) -> str:
+    return (f"{name} is a gated model on the Hugging Face Hub. To use it: (1) sign in at huggingface.co and accept its "
+            f"licence at https://huggingface.co/{name}; (2) create a read token at https://huggingface.co/settings/tokens; "
+            f"(3) make it HF_TOKEN: in Colab, the key icon (Secrets) -> add HF_TOKEN, switch on notebook access, and "
+            f"rerun the setup cell (helpers.colab.prepare reads it); elsewhere `export HF_TOKEN=...` or `hf auth login`.")
+
+
+def _is_gated(error: BaseException) -> bool:
+    """A gated or unauthorised Hub repository anywhere in the exception chain."""
+    while error is not None:
+        text = str(error).lower()
+        if type(error).__name__ == "GatedRepoError" or "gated repo" in text or "401 client error" in text:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+@contextlib.contextmanager
+def _hub_access(name: str):
+    """Turn a gated-repository failure while loading ``name`` into the steps that fix it."""
+    try:
+        yield
+    except Exception as error:
+        if _is_gated(error):
+            raise GatedModelError(gated_model_message(name) + f" (The Hub said: {str(error).splitlines()[0]})") from error
+        raise
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +262,8 @@ def load_tokenizer(name: str | None = None):
     if _is_local_name(name):
         tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     else:
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        with _hub_access(name):
+            tokenizer = AutoTokenizer.from_pretrained(name)
     return _ensure_pad_token(tokenizer)
 
 
@@ -298,7 +332,8 @@ def load_model(
     Unset arguments come from ``profiles.current()`` (model name, dtype, 4-bit) and ``get_device()``;
     ``dtype="auto"`` (the gpu and paper profiles) is :func:`helpers.device.precision`'s choice.
     4-bit nf4 is used only where ``resolve_four_bit`` allows it (CUDA + bitsandbytes); otherwise it
-    warns and loads unquantised. ``seed`` only matters for ``tiny-random:llama`` (it calls
+    warns and loads unquantised. A gated Hub model (Llama-2) raises :class:`GatedModelError` saying how
+    to accept its licence and set ``HF_TOKEN``. ``seed`` only matters for ``tiny-random:llama`` (it calls
     ``torch.manual_seed(seed)`` before initialising the weights).
     """
     if attn_implementation not in ATTN_IMPLEMENTATIONS:
@@ -338,7 +373,8 @@ def load_model(
     four_bit = resolve_four_bit(want_four_bit, device)
     if four_bit:
         kwargs.update(_quantization_kwargs(device, torch_dtype))
-    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    with _hub_access(name):
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if not four_bit:  # bitsandbytes models are placed by device_map and cannot be moved
         model = model.to(device)
     return model.eval(), tokenizer
