@@ -24,8 +24,9 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules
 
 
-def use_drive(mount: Path = DRIVE_MOUNT, root: Path = DRIVE_ROOT) -> Path:
+def use_drive(mount: Path | None = None, root: Path | None = None) -> Path:
     """Mount Drive (Colab asks for permission once) and keep the workbook's files under ``root``."""
+    mount, root = mount or DRIVE_MOUNT, root or DRIVE_ROOT
     if not (mount / "MyDrive").is_dir():
         from google.colab import drive
 
