@@ -380,7 +380,8 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
         evals = O.fixed_eval_batches("mntp", held_out, batch_size=profile.mlm_batch_size, num_batches=1, mask_id=mask_id,
                                      vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
         config = TrainConfig(steps=max(1, profile.mlm_steps // 2), batch_size=profile.mlm_batch_size,
-                             grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed)
+                             grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed,
+                             gradient_checkpointing=profile.gradient_checkpointing)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                           config=config, run_dir=runs_dir() / f"mntp_fallback_{profile.name}",
                                           mask_id=mask_id, lora=LoraSettings(r=profile.lora_r, alpha=profile.lora_alpha),
