@@ -584,6 +584,7 @@ CONLL2003_HUB_IDS = ("eriktks/conll2003", "conll2003")
 # datasets >= 4 refuses loading-script repositories such as these two; the Hub's own parquet conversion of each
 # lives on this branch and loads without a script.
 PARQUET_REVISION = "refs/convert/parquet"
+CONLL2003_PARQUET_COPIES = ("lhoestq/conll2003",)  # a script-free copy of the same data, tried after the conversions
 # The ClassLabel names of the dataset card (used where a parquet schema carries the ids without their names).
 CONLL2003_TAG_NAMES = {
     "pos_tags": ('"', "''", "#", "$", "(", ")", ",", ".", ":", "``", "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR",
@@ -607,7 +608,7 @@ def conll2003(split: str, limit: int | None = None) -> list[LabelledSentence]:
     gold POS, NER (IOB2, PER/ORG/LOC/MISC) and chunk tags. Used by notebooks 03 and 04 in the gpu/paper profiles.
 
     Tries the parquet conversion (``revision="refs/convert/parquet"``) of each of :data:`CONLL2003_HUB_IDS`,
-    then the repositories themselves (older ``datasets`` still run their scripts).
+    then :data:`CONLL2003_PARQUET_COPIES`, then the repositories themselves (older ``datasets`` run their scripts).
     """
     if split not in ("train", "validation", "test"):
         raise ValueError(f"split={split!r} must be 'train', 'validation' or 'test'")
@@ -617,7 +618,7 @@ def conll2003(split: str, limit: int | None = None) -> list[LabelledSentence]:
         raise MissingAssetError(f"CoNLL-2003 needs the `datasets` package; {SETUP_HINT}") from error
     errors = []
     attempts = [(hub_id, {"revision": PARQUET_REVISION}) for hub_id in CONLL2003_HUB_IDS]
-    attempts += [(hub_id, {}) for hub_id in CONLL2003_HUB_IDS]
+    attempts += [(hub_id, {}) for hub_id in CONLL2003_PARQUET_COPIES + CONLL2003_HUB_IDS]
     for hub_id, options in attempts:
         try:
             rows = datasets.load_dataset(hub_id, split=split, **options)
