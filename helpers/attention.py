@@ -3,26 +3,30 @@
 - One mask: rendered once (4D additive for eager/sdpa, BlockMask for flex) and passed as
   ``attention_mask``; transformers uses a 4D mask as given, for every model family.
 - One mask per layer (middle-layer unmasking, DSWA's Eq. 7 schedule): the masks are rendered
-  once per forward and a registered ``AttentionInterface`` function hands layer ``i`` its own
-  mask before calling the model's usual attention (eager, sdpa or flex). Attention classes are
-  never patched; the interface is transformers' own extension point.
+  once per forward and travel *with* the mask the model hands every layer (an attribute of that
+  object), and a registered ``AttentionInterface`` function gives layer ``i`` its own mask before
+  calling the model's usual attention (eager, sdpa or flex). Because the masks ride on the layer
+  call's own argument, gradient checkpointing's recompute in backward sees them too. Attention
+  classes are never patched; the interface is transformers' own extension point.
+
+Every entry point moves its inputs to the model's device; :func:`influence` and
+:func:`attention_maps` hand back CPU tensors for plots.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import copy
 import sys
 from typing import Sequence
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
-from transformers.masking_utils import sdpa_mask
 
 from . import masks as M
+from .device import model_device
 
 IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
 _PER_LAYER_PREFIX = "workbook_per_layer_"
-_active_layer_masks: contextvars.ContextVar = contextvars.ContextVar("workbook_layer_masks", default=None)
+_LAYER_MASKS = "workbook_layer_masks"  # attribute of the mask every layer receives: one rendered mask per layer
 
 
 def attention_implementation(model) -> str:
@@ -38,9 +42,13 @@ def _check_implementation(name: str) -> str:
 
 
 def render(mask, model, padding_mask: torch.Tensor):
-    """Render ``mask`` (one Mask or one per batch row) in the form the model's attention implementation takes."""
+    """Render ``mask`` (one Mask or one per batch row) in the form the model's attention implementation takes.
+
+    The predicates are evaluated on the CPU copy of ``padding_mask`` (they branch on its values) and
+    the result is placed on the model's device.
+    """
     implementation = _check_implementation(attention_implementation(model))
-    device = padding_mask.device
+    device, padding_mask = model_device(model), padding_mask.cpu()
     if implementation == "flex_attention":
         return M.to_block_mask(mask, padding_mask=padding_mask, device=device)
     return M.to_4d(mask, padding_mask=padding_mask, dtype=model.dtype, device=device)
@@ -53,7 +61,7 @@ def _family_eager(module):
 
 def _per_layer_attention(base: str):
     def forward(module, query, key, value, attention_mask, **kwargs):
-        layer_masks = _active_layer_masks.get()
+        layer_masks = getattr(attention_mask, _LAYER_MASKS, None)
         if layer_masks is not None:
             attention_mask = layer_masks[module.layer_idx]
         function = _family_eager(module) if base == "eager" else AttentionInterface._global_mapping[base]
@@ -64,19 +72,27 @@ def _per_layer_attention(base: str):
 
 for _base in IMPLEMENTATIONS:
     AttentionInterface.register(_PER_LAYER_PREFIX + _base, _per_layer_attention(_base))
-    AttentionMaskInterface.register(_PER_LAYER_PREFIX + _base, sdpa_mask)
+    # Without carried layer masks the routed implementation is the base one, masks from 2D padding included.
+    AttentionMaskInterface.register(_PER_LAYER_PREFIX + _base, AttentionMaskInterface._global_mapping[_base])
 
 
-@contextlib.contextmanager
-def _per_layer_routing(model, rendered_layers: list):
-    base = attention_implementation(model)
-    model.set_attn_implementation(_PER_LAYER_PREFIX + base)
-    token = _active_layer_masks.set(rendered_layers)
-    try:
-        yield
-    finally:
-        _active_layer_masks.reset(token)
-        model.set_attn_implementation(base)
+def _route_per_layer(model) -> None:
+    """Switch ``model`` to the per-layer implementation of its base attention, and leave it there.
+
+    It is not switched back after the forward: under gradient checkpointing the layers run again in
+    backward, after the forward has returned, and must find the same routing. A mask without carried
+    layer masks goes to the base implementation unchanged, so the switch alters no other call.
+    """
+    if not model.config._attn_implementation.startswith(_PER_LAYER_PREFIX):
+        model.set_attn_implementation(_PER_LAYER_PREFIX + attention_implementation(model))
+
+
+def _carrier(rendered_layers: list):
+    """A fresh alias of layer 0's mask carrying every layer's mask; the rendered masks are not mutated."""
+    first = rendered_layers[0]
+    carrier = first.view_as(first) if isinstance(first, torch.Tensor) else copy.copy(first)
+    setattr(carrier, _LAYER_MASKS, tuple(rendered_layers))
+    return carrier
 
 
 def _num_layers(model) -> int:
@@ -124,13 +140,18 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
             indices, so left and right padding give the same pattern. Position ids follow the
             content indices.
         forward_kwargs: passed to the model (``output_hidden_states``, ``output_attentions``, ...).
+
+    ``input_ids``, ``padding_mask`` and tensor ``forward_kwargs`` are moved to the model's device;
+    the output stays there (training needs it there).
     """
     if (mask is None) == (layer_masks is None):
         raise ValueError("pass exactly one of mask= (all layers) or layer_masks= (one per layer)")
     padding_mask = check_batch(input_ids, padding_mask, model)
-    device = next(model.parameters()).device  # helpers move inputs to the model's device
-    input_ids, padding_mask = input_ids.to(device), padding_mask.to(device)
-    forward_kwargs.setdefault("position_ids", M.content_positions(padding_mask))
+    device = model_device(model)
+    forward_kwargs = {name: value.to(device) if isinstance(value, torch.Tensor) else value
+                      for name, value in forward_kwargs.items()}
+    forward_kwargs.setdefault("position_ids", M.content_positions(padding_mask).to(device))
+    input_ids = input_ids.to(device)
     forward_kwargs.setdefault("use_cache", False)
     if layer_masks is None:
         return model(input_ids=input_ids, attention_mask=render(mask, model, padding_mask), **forward_kwargs)
@@ -138,8 +159,8 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
     if len(layer_masks) != _num_layers(model):
         raise ValueError(f"layer_masks has {len(layer_masks)} entries but the model has {_num_layers(model)} layers")
     rendered = _render_layers(layer_masks, model, padding_mask)
-    with _per_layer_routing(model, rendered):
-        return model(input_ids=input_ids, attention_mask=rendered[0], **forward_kwargs)
+    _route_per_layer(model)
+    return model(input_ids=input_ids, attention_mask=_carrier(rendered), **forward_kwargs)
 
 
 def _render_layers(layer_masks: list, model, padding_mask: torch.Tensor) -> list:
@@ -179,7 +200,7 @@ def influence(model, input_ids: torch.Tensor, position: int, replacement: int, m
     runs = [forward_with_mask(model, ids, mask, layer_masks=layer_masks, padding_mask=padding_mask,
                               output_hidden_states=True) for ids in (input_ids, perturbed)]
     before, after = (torch.stack(run.hidden_states[1:])[:, row].float() for run in runs)
-    return (before - after).abs().amax(-1)
+    return (before - after).abs().amax(-1).cpu()
 
 
 @torch.no_grad()
@@ -190,6 +211,7 @@ def attention_maps(model, input_ids: torch.Tensor, named_masks: dict) -> dict[st
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids has shape {tuple(input_ids.shape)}; expected one sequence (1, length)")
     maps = {}
+    input_ids = input_ids.to(model_device(model))
     for name, mask in named_masks.items():
         output = forward_with_mask(model, input_ids, mask, output_attentions=True)
         maps[name] = torch.stack([weights[0].float().cpu() for weights in output.attentions])

@@ -612,11 +612,35 @@ def silver_labels(texts: Iterable[str], progress: bool = True) -> list[LabelledS
 
 
 CONLL2003_HUB_IDS = ("eriktks/conll2003", "conll2003")
+# datasets >= 4 refuses loading-script repositories such as these two; the Hub's own parquet conversion of each
+# lives on this branch and loads without a script.
+PARQUET_REVISION = "refs/convert/parquet"
+CONLL2003_PARQUET_COPIES = ("lhoestq/conll2003",)  # a script-free copy of the same data, tried after the conversions
+# The ClassLabel names of the dataset card (used where a parquet schema carries the ids without their names).
+CONLL2003_TAG_NAMES = {
+    "pos_tags": ('"', "''", "#", "$", "(", ")", ",", ".", ":", "``", "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR",
+                 "JJS", "LS", "MD", "NN", "NNP", "NNPS", "NNS", "NN|SYM", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS",
+                 "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB"),
+    "chunk_tags": ("O", "B-ADJP", "I-ADJP", "B-ADVP", "I-ADVP", "B-CONJP", "I-CONJP", "B-INTJ", "I-INTJ", "B-LST",
+                   "I-LST", "B-NP", "I-NP", "B-PP", "I-PP", "B-PRT", "I-PRT", "B-SBAR", "I-SBAR", "B-UCP", "I-UCP",
+                   "B-VP", "I-VP"),
+    "ner_tags": ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
+}
+
+
+def _tag_names(rows, column: str) -> tuple[str, ...]:
+    features = getattr(rows, "features", None) or {}
+    names = getattr(getattr(features.get(column), "feature", None), "names", None)  # Sequence/List of ClassLabel
+    return tuple(names) if names else CONLL2003_TAG_NAMES[column]
 
 
 def conll2003(split: str, limit: int | None = None) -> list[LabelledSentence]:
     """CoNLL-2003 (Tjong Kim Sang & De Meulder 2003) from the Hub as :class:`LabelledSentence` records with its
-    gold POS, NER (IOB2, PER/ORG/LOC/MISC) and chunk tags. Used by notebooks 03 and 04 in the gpu/paper profiles."""
+    gold POS, NER (IOB2, PER/ORG/LOC/MISC) and chunk tags. Used by notebooks 03 and 04 in the gpu/paper profiles.
+
+    Tries the parquet conversion (``revision="refs/convert/parquet"``) of each of :data:`CONLL2003_HUB_IDS`,
+    then :data:`CONLL2003_PARQUET_COPIES`, then the repositories themselves (older ``datasets`` run their scripts).
+    """
     if split not in ("train", "validation", "test"):
         raise ValueError(f"split={split!r} must be 'train', 'validation' or 'test'")
     try:
@@ -624,16 +648,18 @@ def conll2003(split: str, limit: int | None = None) -> list[LabelledSentence]:
     except ImportError as error:
         raise MissingAssetError(f"CoNLL-2003 needs the `datasets` package; {SETUP_HINT}") from error
     errors = []
-    for hub_id in CONLL2003_HUB_IDS:
+    attempts = [(hub_id, {"revision": PARQUET_REVISION}) for hub_id in CONLL2003_HUB_IDS]
+    attempts += [(hub_id, {}) for hub_id in CONLL2003_PARQUET_COPIES + CONLL2003_HUB_IDS]
+    for hub_id, options in attempts:
         try:
-            rows = datasets.load_dataset(hub_id, split=split)
+            rows = datasets.load_dataset(hub_id, split=split, **options)
             break
         except Exception as error:  # offline, moved, or script-only on this datasets version
-            errors.append(f"{hub_id}: {error}")
+            errors.append(f"{hub_id}{' @ ' + options['revision'] if options else ''}: {error}")
     else:
         raise MissingAssetError(f"could not load CoNLL-2003 split={split!r} from the Hub ({'; '.join(errors)}); "
                                 "offline, use the spaCy silver labels instead")
-    names = {column: rows.features[column].feature.names for column in ("pos_tags", "chunk_tags", "ner_tags")}
+    names = {column: _tag_names(rows, column) for column in ("pos_tags", "chunk_tags", "ner_tags")}
     out = []
     for row in rows.select(range(min(limit or len(rows), len(rows)))):
         if row["tokens"]:

@@ -1,9 +1,10 @@
-"""The one place that decides the device and whether 4-bit quantisation is usable."""
+"""The one place that decides the device, the training precision and whether 4-bit quantisation is usable."""
 from __future__ import annotations
 
 import importlib.util
 import os
 import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -45,3 +46,43 @@ def resolve_four_bit(requested: bool, device: torch.device | None = None) -> boo
     if not supported:
         warnings.warn(f"load_in_4bit requested but unavailable: {reason}", stacklevel=2)
     return supported
+
+
+def model_device(model) -> torch.device:
+    """Where ``model``'s weights live (its first parameter); helpers move their inputs there."""
+    parameter = next(iter(model.parameters()), None)
+    if parameter is None:
+        raise ValueError(f"model={type(model).__name__} has no parameters, so it has no device to move inputs to")
+    return parameter.device
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How a model is loaded and trained here: weight dtype, accelerate's ``mixed_precision``, and why."""
+
+    dtype: torch.dtype
+    mixed_precision: str  # "bf16", "fp16" (autocast plus a GradScaler) or "no"
+    reason: str
+
+
+def precision(device: torch.device | str | None = None) -> Precision:
+    """bf16 where the GPU computes it natively (sm80+: A100, L4, H100), else fp16 with a gradient scaler
+    (T4, V100: no bf16 tensor cores, and the fused attention kernels refuse bf16 below sm80), fp32 off CUDA.
+
+    MAGNET App. A trains in bf16; fp16 with loss scaling is the standard stand-in where bf16 is emulated.
+    """
+    device = torch.device(device) if device is not None else get_device()
+    if device.type != "cuda":
+        return Precision(torch.float32, "no", f"float32 on {device.type}")
+    if torch.cuda.is_bf16_supported(including_emulation=False):
+        return Precision(torch.bfloat16, "bf16", "bf16: this GPU computes bfloat16 natively")
+    return Precision(torch.float16, "fp16", "fp16 with a gradient scaler: this GPU has no native bfloat16 (e.g. a T4)")
+
+
+def release_memory() -> None:
+    """Return the memory of models a notebook has ``del``-eted: collect them, then empty CUDA's cache."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

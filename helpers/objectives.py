@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from . import attention
 from . import masks as M
 from .checks import real_number, whole_number
+from .device import model_device
 
 IGNORE_INDEX = -100
 OBJECTIVES = ("mntp", "mtp")
@@ -194,9 +195,11 @@ def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_l
     benchmark to measure what gathering saves).
     """
     labels = batch["labels"]
-    rows, cols = (labels != IGNORE_INDEX).nonzero(as_tuple=True)
+    rows, cols = (labels != IGNORE_INDEX).nonzero(as_tuple=True)  # where the labels live, then on the model's device
     if rows.numel() == 0:
         raise ValueError("batch has no labelled positions; raise the mask ratio or use longer sequences")
+    device = model_device(model)
+    labels, rows, cols = labels.to(device), rows.to(device), cols.to(device)
     head = model.get_output_embeddings()
     if full_logits:
         output = attention.forward_with_mask(model, batch["input_ids"], mask, padding_mask=batch["padding_mask"])

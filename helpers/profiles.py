@@ -31,7 +31,7 @@ class Profile:
     model_name: str
     corpus: str
     load_in_4bit: bool = False
-    dtype: str = "float32"
+    dtype: str = "float32"  # or "auto": helpers.device.precision picks bf16 / fp16 / float32 for the device
     seed: int = 0
     # Notebook 01: attention-mask gallery.
     example_sentence_max_tokens: int = 24
@@ -53,6 +53,7 @@ class Profile:
     mlm_checkpoint_every: int = 25
     lora_r: int = 16
     lora_alpha: int = 32
+    gradient_checkpointing: bool = False  # recompute layers in backward (helpers.memory: needed on a T4 / A100-40GB)
     extra: dict = field(default_factory=dict)
 
     def replace(self, **changes) -> "Profile":
@@ -81,7 +82,7 @@ _PROFILES = {
         name="gpu",
         model_name="HuggingFaceTB/SmolLM2-360M",
         corpus="wikitext-103-raw-v1",
-        dtype="bfloat16",
+        dtype="auto",  # bf16 on A100/L4/H100, fp16 on a T4 (helpers.device.precision)
         sr_sentences=16,
         sr_sentence_max_tokens=24,
         mlm_steps=1000,
@@ -93,13 +94,14 @@ _PROFILES = {
         mlm_eval_batches=16,
         mlm_train_blocks=200_000,
         mlm_checkpoint_every=100,
+        gradient_checkpointing=True,
     ),
     "paper": Profile(
         name="paper",
         model_name="meta-llama/Llama-2-7b-hf",
         corpus="wikitext-103-raw-v1",
         load_in_4bit=True,
-        dtype="bfloat16",
+        dtype="auto",  # bf16 on A100/L4/H100, fp16 on a T4 (helpers.device.precision)
         sr_sentences=32,
         sr_sentence_max_tokens=32,
         mlm_steps=4200,  # MAGNET App. A: 4200 iterations, batch 32, length 512, lr 3e-5
@@ -111,6 +113,7 @@ _PROFILES = {
         mlm_eval_batches=32,
         mlm_train_blocks=300_000,
         mlm_checkpoint_every=200,
+        gradient_checkpointing=True,
     ),
 }
 

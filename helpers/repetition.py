@@ -24,6 +24,7 @@ import math
 import random
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -37,7 +38,7 @@ from . import attention, data, metrics, models, paths, training
 from . import masks as M
 from . import store
 from .checks import whole_number
-from .device import resolve_four_bit
+from .device import model_device, resolve_four_bit
 
 
 def repeat_ids(input_ids: torch.Tensor, r: int) -> torch.Tensor:
@@ -69,7 +70,7 @@ def block_mass_shares(attentions: Sequence[torch.Tensor], n: int, r: int) -> tor
     shares = []
     for weights in attentions:
         mass = weights.float().sum(-1)  # rows sum to 1
-        full = (weights.float() * full_block).sum(-1)
+        full = (weights.float() * full_block.to(weights.device)).sum(-1)
         shares.append((full / mass).mean())
     return torch.stack(shares)
 
@@ -82,7 +83,7 @@ def measure_block_shares(model, sentences_ids: Sequence[torch.Tensor], repeats: 
     The model must use eager attention (weights are read from ``output_attentions``); the causal
     mask is the model's own, since SR changes the input, not the mask.
     """
-    implementation = model.config._attn_implementation
+    implementation = attention.attention_implementation(model)
     if implementation != "eager":
         raise ValueError(f"model uses attn_implementation={implementation!r}; attention weights need 'eager'")
     results: dict[int, torch.Tensor] = {}
@@ -91,8 +92,8 @@ def measure_block_shares(model, sentences_ids: Sequence[torch.Tensor], repeats: 
     for r, ids in tqdm(jobs, desc="block shares", disable=not progress):
         ids = ids.reshape(1, -1)
         check_fits(model, ids.shape[1], r)
-        output = model(input_ids=repeat_ids(ids, r).to(model.device), output_attentions=True, use_cache=False)
-        per_r[r].append(block_mass_shares(output.attentions, ids.shape[1], r))
+        output = model(input_ids=repeat_ids(ids, r).to(model_device(model)), output_attentions=True, use_cache=False)
+        per_r[r].append(block_mass_shares(output.attentions, ids.shape[1], r).cpu())
     for r in repeats:
         results[r] = torch.stack(per_r[r]).mean(0)
     return results
@@ -196,7 +197,7 @@ _GPU = RepetitionSettings(
     block_sentences=16, block_max_tokens=24, dataset="conll2003", tasks=("ner",),
     train_sentences=4000, validation_sentences=500, test_sentences=None, max_words=1000,
     seeds=(5, 29, 42), steps=400, batch_size=8, grad_accum=4, eval_every=100, checkpoint_every=100, qlora=True,
-    exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
+    gradient_checkpointing=True, exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 # paper: §3.3 and App. A.4: 10 epochs of CoNLL03 (14,041 sentences, effective batch 32), best epoch on validation,
@@ -572,6 +573,9 @@ def _silver_split(corpus: str, split: str, count: int | None, settings: Repetiti
     return tagged[:wanted]
 
 
+CONLL2003_SIZES = {"train": 14041, "validation": 3250, "test": 3453}  # sentences per split (§3.1, Table 4)
+
+
 def conll2003_sentences(split: str, limit: int | None = None) -> list[TaggedSentence]:
     """CoNLL-2003 NER (§3.1) as IOB2 tag strings, through the one loader in :func:`helpers.data.conll2003`."""
     return [TaggedSentence(s.words, s.ner) for s in data.conll2003(split, limit)]
@@ -585,11 +589,17 @@ def load_tagging_data(tokenizer, task: str, settings: RepetitionSettings, corpus
         raise ValueError(f"task={task!r} is not one of {TASKS}")
     counts = {"train": settings.train_sentences, "validation": settings.validation_sentences,
               "test": settings.test_sentences}
+    splits = None
     if settings.dataset == "conll2003":
         if task != "ner":
             raise ValueError(f"task={task!r}: the CoNLL-2003 path of notebook 04 labels NER only")
-        splits = {name: conll2003_sentences(name, count) for name, count in counts.items()}
-    else:
+        try:
+            splits = {name: conll2003_sentences(name, count) for name, count in counts.items()}
+        except data.MissingAssetError as error:
+            warnings.warn(f"CoNLL-2003 is unavailable, so notebook 04 falls back to spaCy silver NER on corpus={corpus!r} "
+                          f"(CoNLL-sized splits); its F1 are then not CoNLL-2003 scores. Cause: {error}", stacklevel=2)
+            counts = {name: CONLL2003_SIZES[name] if count is None else count for name, count in counts.items()}
+    if splits is None:
         splits = {name: _silver_split(corpus, name, count, settings, task, seed, progress) for name, count in counts.items()}
     encoded = {name: encode_sentences(tokenizer, sentences, settings.max_tokens) for name, sentences in splits.items()}
     for name, sentences in encoded.items():

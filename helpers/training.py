@@ -4,7 +4,8 @@ Built on accelerate, so ``accelerate launch`` runs the same loop on several GPUs
 function of ``(seed, step, micro-batch)``, and checkpoints hold the adapter, optimizer, step and RNG
 states, so an interrupted run resumes to exactly the result of an uninterrupted one.
 
-MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5; bf16.
+MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5; bf16 (fp16 with a gradient
+scaler on GPUs without native bf16, see ``helpers.device.precision``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tqdm.auto import tqdm
 
 from . import store
 from .checks import real_number, whole_number
-from .device import resolve_four_bit
+from .device import model_device, precision, resolve_four_bit
 
 CHECKPOINT_DIR = "checkpoint"
 METRICS_FILE = "metrics.jsonl"
@@ -60,6 +61,7 @@ class TrainConfig:
     eval_every: int = 10
     checkpoint_every: int = 0
     seed: int = 0
+    gradient_checkpointing: bool = False  # recompute each decoder layer in backward (helpers.memory)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -104,6 +106,23 @@ def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool =
                         target_modules=list(settings.target_modules), bias="none")
     with _peft_quietly():
         return get_peft_model(model, config)
+
+
+def enable_gradient_checkpointing(model) -> None:
+    """Keep only each decoder layer's input and recompute the layer in backward (non-reentrant).
+
+    Per-layer masks ride on the layers' own mask argument (``helpers.attention``), so the recompute
+    sees the same masks and the gradients do not change (``tests/test_attention_checkpointing.py``).
+    """
+    import warnings
+
+    for module in model.modules():
+        if getattr(module, "supports_gradient_checkpointing", False) and hasattr(module, "gradient_checkpointing_enable"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # renamed activation_checkpointing_enable in v6
+                module.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            return
+    raise ValueError(f"model={type(model).__name__} holds no transformers model that supports gradient checkpointing")
 
 
 def four_bit_requested(profile) -> bool:
@@ -249,7 +268,7 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     check_run_settings(run_dir, run_settings(config, settings), resume)
-    accelerator = Accelerator(mixed_precision="bf16" if torch.cuda.is_available() else "no")
+    accelerator = Accelerator(mixed_precision=precision(model_device(model)).mixed_precision)
     parameters = [p for p in model.parameters() if p.requires_grad]
     if not parameters:
         raise ValueError("model has no trainable parameters; wrap it with add_lora() first")
@@ -261,6 +280,8 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
         (run_dir / METRICS_FILE).unlink(missing_ok=True)
     _truncate_metrics(run_dir, start)
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
     model, optimizer = accelerator.prepare(model, optimizer)
     model.train()
 
@@ -368,10 +389,12 @@ def mlm_train_config(profile, *, fallback: bool = False) -> TrainConfig:
     (half the steps, no evaluations or checkpoints)."""
     if fallback:
         return TrainConfig(steps=max(1, profile.mlm_steps // 2), batch_size=profile.mlm_batch_size,
-                           grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed)
+                           grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed,
+                           gradient_checkpointing=profile.gradient_checkpointing)
     return TrainConfig(steps=profile.mlm_steps, batch_size=profile.mlm_batch_size, grad_accum=profile.mlm_grad_accum,
                        lr=profile.mlm_lr, eval_every=profile.mlm_eval_every,
-                       checkpoint_every=profile.mlm_checkpoint_every, seed=profile.seed)
+                       checkpoint_every=profile.mlm_checkpoint_every, seed=profile.seed,
+                       gradient_checkpointing=profile.gradient_checkpointing)
 
 
 def lora_settings(profile) -> LoraSettings:

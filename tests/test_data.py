@@ -303,16 +303,17 @@ def test_conll2003_maps_tag_ids_to_names_skips_empty_rows_and_limits(monkeypatch
             {"tokens": ["Ann", "left"], "pos_tags": [0, 1], "chunk_tags": [1, 2], "ner_tags": [1, 0]}]
     asked = []
 
-    def load_dataset(hub_id, split):
+    def load_dataset(hub_id, split, revision=None):
         asked.append(hub_id)
-        if hub_id == data.CONLL2003_HUB_IDS[0]:
+        if hub_id != data.CONLL2003_HUB_IDS[1] or revision is not None:
             raise ConnectionError("offline")  # the first id fails, the loader falls back to the next
         return _FakeCoNLLSplit(rows)
 
     monkeypatch.setitem(sys.modules, "datasets", type(sys)("datasets"))
     monkeypatch.setattr(sys.modules["datasets"], "load_dataset", load_dataset, raising=False)
     sentences = data.conll2003("test")
-    assert asked == list(data.CONLL2003_HUB_IDS)
+    # both parquet conversions, the script-free copy, then the repositories
+    assert asked == [*data.CONLL2003_HUB_IDS, *data.CONLL2003_PARQUET_COPIES, *data.CONLL2003_HUB_IDS]
     assert [s.words for s in sentences] == [("John", "Smith", "left", "."), ("Ann", "left")]
     assert sentences[0].ner == ("B-PER", "I-PER", "O", "O")
     assert sentences[0].pos == ("NNP", "NNP", "VBD", ".")
@@ -327,7 +328,7 @@ def test_conll2003_offline_and_bad_split_errors(monkeypatch):
     with pytest.raises(ValueError, match="split='dev'"):
         data.conll2003("dev")
 
-    def offline(hub_id, split):
+    def offline(hub_id, split, revision=None):
         raise ConnectionError("no internet")
 
     monkeypatch.setitem(sys.modules, "datasets", type(sys)("datasets"))
