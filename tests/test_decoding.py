@@ -15,6 +15,7 @@ from transformers import BertConfig, BertForMaskedLM, LlamaForCausalLM, RobertaC
 
 from helpers import attention
 from helpers import decoding as D
+from helpers.masked_lm import EncoderMLM, MaskedLM, MNTPDecoder
 from helpers import masks as M
 from helpers import models, profiles
 
@@ -23,7 +24,7 @@ MASK_ID = 0
 PAD_ID = 1
 
 
-class ToyMaskedLM(D.MaskedLM):
+class ToyMaskedLM(MaskedLM):
     """A deterministic stand-in: the logits of a target depend only on its column; every call is recorded."""
 
     def __init__(self, logits_for_column=None, num_layers: int = 3, max_positions: int = 512):
@@ -246,18 +247,18 @@ def test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask():
 # --------------------------------------------------------------------------- real (tiny random) backends
 
 
-def _encoder(kind: str) -> D.EncoderMLM:
+def _encoder(kind: str) -> EncoderMLM:
     torch.manual_seed(0)
     config_class, model_class = (BertConfig, BertForMaskedLM) if kind == "bert" else (RobertaConfig, RobertaForMaskedLM)
     config = config_class(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                           intermediate_size=64, max_position_embeddings=80, pad_token_id=PAD_ID)
-    return D.EncoderMLM(model_class(config).eval(), None, mask_id=MASK_ID, pad_id=PAD_ID)
+    return EncoderMLM(model_class(config).eval(), None, mask_id=MASK_ID, pad_id=PAD_ID)
 
 
-def _mntp() -> D.MNTPDecoder:
+def _mntp() -> MNTPDecoder:
     torch.manual_seed(0)
     config = models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)
-    return D.MNTPDecoder(LlamaForCausalLM(config).eval(), None, MASK_ID, pad_id=PAD_ID)
+    return MNTPDecoder(LlamaForCausalLM(config).eval(), None, MASK_ID, pad_id=PAD_ID)
 
 
 BACKENDS = {"bert": lambda: _encoder("bert"), "roberta": lambda: _encoder("roberta"), "mntp": _mntp}
