@@ -413,7 +413,25 @@ def test_length_predictor_learns_a_linear_rule_then_offsets_and_clips():
     assert np.abs(shifted.predict(features[200:]) - np.clip(lengths[200:] - 20, 1, 200)).mean() < 1.0
     assert D.LengthPredictor(max_length=50, ridge=1e-3).fit(features, lengths).predict(features).max() <= 50
     scores = D.length_strategies(features[:200], lengths[:200], features[200:], lengths[200:], max_length=200)
-    assert scores["Prediction"]["mean |error|"] < scores["Fixed"]["mean |error|"]
+    table = scores.table
+    assert table.loc["Prediction", "mean |error|"] < table.loc["Fixed", "mean |error|"]
+    assert table.loc["Fixed", "mean length"] == np.median(lengths[:200])  # the median minimises the mean |error|
+    for name in ("Fixed", "Prediction"):
+        assert table.loc[name, "low"] <= table.loc[name, "mean |error|"] <= table.loc[name, "high"]
+        assert table.loc[name, "mean |error|"] == pytest.approx(scores.errors[name].mean())
+    assert scores.alpha <= 1.0  # a real linear rule: cross-validation keeps the fit
+
+
+def test_cross_validation_regularises_a_predictor_that_only_fits_noise():
+    """Many noise features and few prompts: the unregularised fit memorises the training lengths; the
+    cross-validated α does not, and its held-out error is no worse than the fixed median's by much."""
+    rng = np.random.default_rng(1)
+    features, lengths = rng.normal(size=(120, 80)), rng.integers(20, 200, size=120)
+    loose = D.LengthPredictor(max_length=400, ridge=1e-6).fit(features[:80], lengths[:80])
+    assert np.abs(loose.predict(features[:80]) - lengths[:80]).mean() < 5  # memorised
+    scores = D.length_strategies(features[:80], lengths[:80], features[80:], lengths[80:], max_length=400)
+    assert scores.alpha >= 1e3
+    assert scores.table.loc["Prediction", "mean |error|"] < 1.2 * scores.table.loc["Fixed", "mean |error|"]
 
 
 class WordTokenizer:
@@ -435,6 +453,10 @@ def test_speed_ratios_divide_by_ar_at_the_same_length():
             {"method": "mask-predict", "iterations": 8, "length": 64, "tokens_per_s": 30.0},
             {"method": "mask-predict", "iterations": 8, "length": 128, "tokens_per_s": 48.0}]
     assert D.speed_ratios(rows).loc["T=8"].tolist() == [3.0, 6.0]
+    seeded = [dict(row, seed=seed, tokens_per_s=row["tokens_per_s"] * (1 + seed * (row["method"] == "AR")))
+              for row in rows for seed in (0, 1)]
+    assert D.speed_ratio_samples(seeded, 8, 128) == [6.0, 3.0]
+    assert D.speed_ratios(seeded).loc["T=8", 128] == 4.5  # the median over seeds of the per-seed ratios
 
 
 def test_settings_cover_every_profile_and_the_paper_entry_holds_section_5_1():
@@ -559,3 +581,42 @@ def test_last_layer_source_states_are_each_layers_own_projection_of_the_prompts_
     assert decoded.tokens.shape == (1, 8)
     with pytest.raises(ValueError, match="source_states"):
         D.DecodeConfig(source_states="first-layer")
+
+
+# --------------------------------------------------------------------------- Table 6 metrics with intervals
+
+
+def test_bleu1_from_summed_statistics_is_sacrebleus_corpus_bleu1_and_rouge_l_is_rouge_scores():
+    from rouge_score import rouge_scorer
+    from sacrebleu.metrics import BLEU
+
+    hypotheses = ["the cat sat on the mat .", "a dog ran", "Emma was handsome , clever and rich ."]
+    references = ["the cat is on the mat .", "the dog ran away quickly", "Emma Woodhouse , handsome , clever , and rich"]
+    statistics = [D.bleu1_statistics(h, r) for h, r in zip(hypotheses, references)]
+    expected = BLEU(max_ngram_order=1, lowercase=True).corpus_score(hypotheses, [references]).score
+    assert D.corpus_bleu1(statistics) == pytest.approx(expected, abs=1e-6)
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    assert D.rouge_l(hypotheses[0], references[0]) == pytest.approx(100 * scorer.score(references[0], hypotheses[0])["rougeL"].fmeasure)
+
+
+def test_table6_cells_carry_bootstrap_intervals_and_paired_differences_see_the_same_prompts():
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
+    except models.MissingAssetError as error:
+        pytest.skip(f"embedded tokenizer not fetched: {error}")
+    prompts = [f"Prompt number {i} says" for i in range(6)]
+    references = [f"the garden was green and the house number {i} was quiet" for i in range(6)]
+    repeated = ["the the the the the the the the the the the the"] * 6
+    systems = {"echo": references, "varied": [f"a garden {i} was green near house {i}" for i in range(6)], "loop": repeated}
+    scores = D.evaluate_generations(systems, prompts, model, tokenizer, references=references, lr_n=2, resamples=200)
+    assert np.isnan(scores.values.loc["echo", "B-1"])  # the references themselves get no overlap score
+    assert scores.values.loc["loop", "LR-2"] == 100.0 and scores.values.loc["varied", "LR-2"] == 0.0
+    for system in ("varied", "loop"):
+        for metric in ("B-1", "R-L", "LR-2", "D-4", "PPL"):
+            assert scores.low.loc[system, metric] <= scores.values.loc[system, metric] <= scores.high.loc[system, metric]
+    value, low, high = D.paired_metric_difference(scores, "loop", "varied", "LR-2")
+    assert value == low == high == 100.0  # every prompt differs by the same amount: no resample can change it
+    nll, count = D.continuation_nll(model, tokenizer, prompts, repeated)
+    per_prompt = D.continuation_nlls(model, tokenizer, prompts, repeated)
+    assert scores.values.loc["loop", "PPL"] == pytest.approx(math.exp(nll / count))
+    assert sum(c for _, c in per_prompt) == count

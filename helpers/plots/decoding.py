@@ -182,8 +182,8 @@ def speed_figure(rows: Sequence[dict], device_label: str = "") -> plt.Figure:
     """OpenLTG Fig. 5: tokens/s against target length for mask-predict (one line per T) and AR; and the ratios."""
     import pandas as pd
 
-    frame = pd.DataFrame(list(rows))
-    ratios = D.speed_ratios(list(rows))
+    frame = pd.DataFrame(list(rows)).groupby(["method", "iterations", "length"], as_index=False)["tokens_per_s"].median()
+    ratios = D.speed_ratios(list(rows))  # median over timing seeds
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     for steps, group in frame[frame.method == "mask-predict"].groupby("iterations"):
         left.plot(group.length, group.tokens_per_s, marker="o", label=f"mask-predict T={steps}")
