@@ -1,20 +1,24 @@
 """Mask-predict decoding with linear temperature decay (LTD) and dynamic sliding windows (DSWA); seed 002 (OpenLTG).
 
-- **One masked-LM interface, two backends** (:class:`helpers.masked_lm.MaskedLM`). :class:`EncoderMLM` wraps an encoder
-  MLM (BERT, RoBERTa): the output at position l predicts token l. :class:`MNTPDecoder` wraps the
-  MNTP-adapted decoder of notebook 02: bidirectional, and the output at l - 1 predicts token l.
-  :func:`mask_predict` only calls ``MaskedLM.predict``, so it does not care which one it gets.
+- **One masked-LM interface, two backends** (:mod:`helpers.masked_lm`): an encoder MLM (BERT, RoBERTa;
+  output l predicts token l) or notebook 02's MNTP-adapted decoder (bidirectional; output l - 1
+  predicts token l). :func:`mask_predict` does not care which one it gets.
 - **Iterative decoding** (§3.1 "Model Inference", after Mask-Predict): N masked target tokens follow
   the prompt; each iteration samples every masked position with top-p at temperature
   ``T_t = β(1 - t/T)`` (LTD, §4.2 Eq. 8), then re-masks the ``n = N(T - t - 1)/T`` lowest-confidence
-  tokens (iterations t = 0..T-1, so n reaches 0 after the last). ``update_all`` resamples every
-  target token at each step (SMART, §4.3). Every iteration is recorded in a :class:`Iteration`.
+  tokens (iterations t = 0..T-1, so n reaches 0 after the last). Only masked positions are written
+  and kept tokens keep their confidence (the released Mask-Predict and OpenLTG code);
+  ``update_all`` resamples every target token at each step (SMART, §4.3). Every iteration is
+  recorded in a :class:`Iteration`.
 - **DSWA** (§4.1, Eq. 6-7): targets see the whole prompt and only the targets inside a window whose
-  size follows Eq. 7 layer by layer; the prompt is encoded on its own (mixed attention, §3.1 Fig. 1).
+  size follows Eq. 7 layer by layer; the prompt is a closed block that never sees a target (mixed
+  attention, §3.1 Fig. 1), so it is computed once per decode with a KV cache. Targets attend the
+  prompt's same-layer states, or (``source_states="last-layer"``) Eq. 3's last-layer states.
   The masks come from :mod:`helpers.masks` and reach the model through :mod:`helpers.attention`.
 - **Baselines and measurements:** left-to-right sampling with a KV cache and the same sampler
-  (:func:`autoregressive_generate`), perplexity under a causal model, the ablation of Table 6,
-  tokens/s (Fig. 5), target-length strategies (Eq. 5, Table 7) and recurrent segments (App. B).
+  (:func:`autoregressive_generate`), perplexity under a causal model, Table 6 with B-1/R-L
+  (sacrebleu, rouge-score) and bootstrap intervals over prompts, tokens/s (Fig. 5), target-length
+  strategies (Eq. 5, Table 7) and recurrent segments (App. B).
 
 Sizes live in :data:`SETTINGS`, one entry per profile.
 """
