@@ -113,12 +113,13 @@ def format_mean_ci(mean: float, half: float, decimals: int = 1) -> str:
 
 
 def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: bool = True, synchronize=None,
-                        progress: bool = False) -> dict[str, float]:
+                        progress: bool = False, per_input: bool = False) -> dict:
     """Per job, the median over ``inputs`` of milliseconds per call, the jobs taking turns on every input.
 
     Taking turns spreads any drift of a shared machine over all jobs alike, so their ratios stay fair. With
     ``best`` each input counts with the fastest of its ``rounds`` repeats (interference only ever adds time);
     without it, with their median. ``synchronize`` (e.g. ``torch.cuda.synchronize``) runs around each call.
+    With ``per_input`` each job maps to its list of per-input milliseconds instead of their median.
     """
     import statistics
     import time
@@ -145,8 +146,9 @@ def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: boo
                     samples[name][index].append(1000 * (time.perf_counter() - started))
                     bar.update()
     reduce = min if best else statistics.median
-    return {name: float(statistics.median(reduce(repeats) for repeats in per_input))
-            for name, per_input in samples.items()}
+    if per_input:
+        return {name: [float(reduce(repeats)) for repeats in inputs_] for name, inputs_ in samples.items()}
+    return {name: float(statistics.median(reduce(repeats) for repeats in inputs_)) for name, inputs_ in samples.items()}
 
 
 def bootstrap_interval(examples: Sequence, statistic=None, *, resamples: int = 2000, seed: int = 0,

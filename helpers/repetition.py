@@ -1013,7 +1013,7 @@ def unmasked_similarity(model, sentences_ids: Sequence[torch.Tensor], repeats: S
     body = model.get_decoder() if hasattr(model, "get_decoder") else model
     results: dict[int, list[torch.Tensor]] = {r: [] for r in repeats}
     for ids in tqdm(sentences_ids, desc="SR vs unmasked", disable=not progress):
-        ids = ids.reshape(1, -1).to(next(body.parameters()).device)
+        ids = ids.reshape(1, -1)  # the helpers below move it to the model's device
         unmasked = attention.forward_with_mask(body, ids, M.bidirectional, output_hidden_states=True).hidden_states[1:]
         for r in repeats:
             _, output = sr_features(body, ids, None, Strategy("sr", r), output_hidden_states=True)

@@ -151,7 +151,7 @@ def generation_masks_figure(backend: D.MaskedLM, source_length: int = 5, target_
     labels = [f"p{i}" for i in range(source_length)] + [f"t{i}" for i in range(target_length)]
     kind = (torch.arange(length) >= source_length - backend.offset).long()
     for ax, (title, window) in zip(axes, panels):
-        mask = D.generation_mask(source_length, window, backend.offset)
+        mask = D.generation_mask(source_length, window)
         draw_mask(ax, M.dense(mask, length), title, query_kind=kind, labels=labels)
     fig.suptitle(f"{backend.kind} backend: output at l - {backend.offset} predicts token l; green rows predict targets",
                  fontsize=9)
@@ -183,8 +183,8 @@ def speed_figure(rows: Sequence[dict], device_label: str = "") -> plt.Figure:
     """OpenLTG Fig. 5: tokens/s against target length for mask-predict (one line per T) and AR; and the ratios."""
     import pandas as pd
 
-    frame = pd.DataFrame(list(rows))
-    ratios = D.speed_ratios(list(rows))
+    frame = pd.DataFrame(list(rows)).groupby(["method", "iterations", "length"], as_index=False)["tokens_per_s"].median()
+    ratios = D.speed_ratios(list(rows))  # median over timing seeds
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     for steps, group in frame[frame.method == "mask-predict"].groupby("iterations"):
         left.plot(group.length, group.tokens_per_s, marker="o", label=f"mask-predict T={steps}")
