@@ -1335,9 +1335,12 @@ def accuracy_intervals(results: dict, split: str = "test", ks: Sequence[int] = (
 
 def paired_difference(results: dict, first: str, second: str, k: int, split: str = "test", group: str = "all",
                       resamples: int = 1000) -> tuple[float, float, float, int]:
-    """accuracy@k of ``first`` minus ``second`` on the same sentences, with its 95% paired bootstrap interval, and n."""
+    """accuracy@k of ``first`` minus ``second`` on the same sentences, with its 95% paired bootstrap interval, and n
+    (``None`` when no sentence of ``split`` falls in ``group``)."""
     a, b = results[first][split], results[second][split]
     rows = group_rows(a["gold tokens"], group)
+    if not rows:
+        return None
     value, low, high = metrics.paired_difference_interval([a["hits"][k][i] for i in rows], [b["hits"][k][i] for i in rows],
                                                           resamples=resamples)
     return value, low, high, len(rows)
@@ -1483,8 +1486,9 @@ def describe_results(results: dict, intervals: dict, unseen: dict | None = None)
                      f"multi-token {at(method, 'multi-token', 1)} / {at(method, 'multi-token', 10)}")
     for first, second, k, group in (("emat", "gru", 1, "all"), ("emat", "gru", 1, "multi-token"),
                                     ("emat", "mlm_vocab", 10, "all"), ("emat", "mlm_vocab", 10, "multi-token")):
-        if first in results and second in results:
-            value, low, high, count = paired_difference(results, first, second, k, group=group)
+        found = paired_difference(results, first, second, k, group=group) if first in results and second in results else None
+        if found:
+            value, low, high, count = found
             lines.append(f"{METHOD_LABELS[first]} minus {METHOD_LABELS[second]}, a@{k}, {group}: {100 * value:+.1f} points "
                          f"[{100 * low:+.1f}, {100 * high:+.1f}] (paired bootstrap, n = {count}).")
     if unseen:
@@ -1555,7 +1559,10 @@ def mtc_claims(manifest: dict, results: dict, intervals: dict, unseen: dict | No
     vocabulary = f"{manifest['vocabulary']} phrases (k = {manifest['k (min_count)']}) on {manifest['corpus']}"
 
     def difference(first, second, k, group, where, claim, paper_value, figure="figures/06_accuracy_at_k.png"):
-        value, low, high, count = paired_difference(results, first, second, k, group=group)
+        found = paired_difference(results, first, second, k, group=group)
+        if found is None:
+            return
+        value, low, high, count = found
         a, b = intervals[first][group][k][0], intervals[second][group][k][0]
         rows.append(Claim(notebook="06", paper="004", where=where, claim=claim, paper_value=paper_value,
                           ours=f"{100 * a:.1f}% vs {100 * b:.1f}% ({100 * value:+.1f} points; {group} gold; {vocabulary})",
@@ -1574,8 +1581,9 @@ def mtc_claims(manifest: dict, results: dict, intervals: dict, unseen: dict | No
                "EMAT beats the untrained masked LM's first-token ranking over the same phrases", "not reported")
     difference("emat", "prior", 10, "all", "§4.1 (the context matters)",
                "EMAT beats ranking the phrases by their training frequency", "not reported")
-    if unseen and "emat_new_rows" in results:
-        value, low, high, count = paired_difference(results, "emat_new_rows", "emat", 50, split=UNSEEN)
+    found = paired_difference(results, "emat_new_rows", "emat", 50, split=UNSEEN) if unseen and "emat_new_rows" in results else None
+    if found:
+        value, low, high, count = found
         rows.append(Claim(notebook="06", paper="004", where="§4.1 (which rows train; public matrix_plugin trains all)",
                           claim="training only the new rows keeps the masked LM's reach on phrases never seen as labels",
                           paper_value="not reported", ours=f"{100 * value:+.1f} points a@50 on unseen phrases (new rows only "
