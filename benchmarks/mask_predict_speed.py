@@ -25,6 +25,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
 
 from helpers import decoding as D
+from helpers.masked_lm import EncoderMLM, MNTPDecoder
 from helpers import models
 from helpers.device import get_device
 
@@ -46,7 +47,7 @@ def build(args, device):
         gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=shape["hidden_size"], n_layer=shape["num_hidden_layers"],
                                           n_head=shape["num_attention_heads"], vocab_size=50257,
                                           attn_implementation="sdpa")).eval().to(device)
-        return D.EncoderMLM(encoder, None, mask_id=50264, pad_id=1), gpt2, "random RoBERTa-base shape vs random GPT-2 shape"
+        return EncoderMLM(encoder, None, mask_id=50264, pad_id=1), gpt2, "random RoBERTa-base shape vs random GPT-2 shape"
     if args.weights == "embedded" and not args.tiny:
         model, _ = models.load_model("embedded:smollm2-135m", dtype="float32", device=device, load_in_4bit=False)
         description = "embedded SmolLM2-135M (bidirectional for mask-predict, causal with KV cache for AR)"
@@ -55,7 +56,7 @@ def build(args, device):
         model = model.eval().to(device)
         description = f"random {'tiny' if args.tiny else 'SmolLM2-135M-shaped'} Llama"
     mask_id = 79  # "_", the MNTP mask token in the SmolLM2 vocabulary; any id works for timing
-    return D.MNTPDecoder(model, None, mask_id, pad_id=0), model, description
+    return MNTPDecoder(model, None, mask_id, pad_id=0), model, description
 
 
 def main() -> None:

@@ -117,13 +117,32 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
     layer_masks = list(layer_masks)
     if len(layer_masks) != _num_layers(model):
         raise ValueError(f"layer_masks has {len(layer_masks)} entries but the model has {_num_layers(model)} layers")
-    rendered = _render_layers(layer_masks, model, padding_mask)
-    with _per_layer_routing(model, rendered):
-        return model(input_ids=input_ids, attention_mask=rendered[0], **forward_kwargs)
+    return forward_rendered(model, input_ids, layer_rendered=render_layers(layer_masks, model, padding_mask),
+                            **forward_kwargs)
 
 
-def _render_layers(layer_masks: list, model, padding_mask: torch.Tensor) -> list:
-    """Render each distinct mask once (layers often share one)."""
+def forward_rendered(model, input_ids: torch.Tensor, rendered=None, *, layer_rendered: Sequence | None = None,
+                     **forward_kwargs):
+    """Run ``model`` with masks already rendered by :func:`render` / :func:`render_layers`.
+
+    For callers that run many forwards under one mask (mask-predict's iterations): render once, then
+    pass the tensor, or a slice of its query rows when earlier keys come from ``past_key_values``.
+    Pass ``rendered`` (every layer) or ``layer_rendered`` (one per layer); position ids are the caller's.
+    """
+    if (rendered is None) == (layer_rendered is None):
+        raise ValueError("pass exactly one of rendered= (all layers) or layer_rendered= (one per layer)")
+    forward_kwargs.setdefault("use_cache", False)
+    if layer_rendered is None:
+        return model(input_ids=input_ids, attention_mask=rendered, **forward_kwargs)
+    layer_rendered = list(layer_rendered)
+    if len(layer_rendered) != _num_layers(model):
+        raise ValueError(f"layer_rendered has {len(layer_rendered)} entries but the model has {_num_layers(model)} layers")
+    with _per_layer_routing(model, layer_rendered):
+        return model(input_ids=input_ids, attention_mask=layer_rendered[0], **forward_kwargs)
+
+
+def render_layers(layer_masks: Sequence, model, padding_mask: torch.Tensor) -> list:
+    """Render each distinct mask once (layers often share one); one rendered mask per layer."""
     cache: dict[int, object] = {}
     rendered = []
     for layer_mask in layer_masks:

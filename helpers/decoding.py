@@ -1,6 +1,6 @@
 """Mask-predict decoding with linear temperature decay (LTD) and dynamic sliding windows (DSWA); seed 002 (OpenLTG).
 
-- **One masked-LM interface, two backends** (:class:`MaskedLM`). :class:`EncoderMLM` wraps an encoder
+- **One masked-LM interface, two backends** (:class:`helpers.masked_lm.MaskedLM`). :class:`EncoderMLM` wraps an encoder
   MLM (BERT, RoBERTa): the output at position l predicts token l. :class:`MNTPDecoder` wraps the
   MNTP-adapted decoder of notebook 02: bidirectional, and the output at l - 1 predicts token l.
   :func:`mask_predict` only calls ``MaskedLM.predict``, so it does not care which one it gets.
@@ -32,13 +32,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import attention, metrics
+from . import metrics
 from .checks import whole_number
 from . import masks as M
+from .masked_lm import SOURCE_STATES, EncoderMLM, MaskedLM, MNTPDecoder
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
 FULL_WINDOW = 1 << 20  # a window wider than any sequence: DSWA off, mixed attention kept
 ABLATIONS = ("Ours", "w/o DSWA", "w/o LTD", "w/o ALL")
+SMART_ROW = "Ours + SMART (update all)"
 PROMPT_SOURCES = ("corpus", "writingprompts")
 WRITINGPROMPTS_DATASET = "euclaise/writingprompts"
 
@@ -63,7 +65,7 @@ class DecodingSettings:
     fixed_window: int = 64  # S_fix
     alpha_min: float = 0.125
     alpha_max: float = 0.75
-    update_all: bool = True  # SMART (§4.3)
+    update_all: bool = False  # masked-only updates (Mask-Predict, OpenLTG code); True is SMART (§4.3)
     paper_dataset: str = "WP"  # the row of Tables 4 and 6 we compare with
     lr_n: int = 5  # LR-n: LR-2 for ROC, LR-5 for WP (§5.1)
     trace_length: int = 32  # Fig. 2 and 4 and the widget
@@ -149,7 +151,14 @@ def remask_count(length: int, step: int, iterations: int) -> int:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """One decoding setting. The defaults are the paper's (§5.1): T = 8, β = 1.8, top-p 0.9, LTD, DSWA, SMART."""
+    """One decoding setting. The defaults are the paper's (§5.1): T = 8, β = 1.8, top-p 0.9, LTD, DSWA.
+
+    ``update_all=False`` resamples only the masked positions and kept tokens keep the confidence they
+    were sampled with, as the released Mask-Predict and OpenLTG code do; ``True`` is SMART (§4.3),
+    which resamples every target token each iteration (a model trained to correct its own tokens).
+    ``cache_prompt`` computes the prompt block once per decode; ``source_states`` picks which prompt
+    states the targets attend: ``"same-layer"`` (one stack, ours) or ``"last-layer"`` (Eq. 3 and 6).
+    """
 
     iterations: int = 8
     beta: float = 1.8
@@ -160,7 +169,9 @@ class DecodeConfig:
     fixed_window: int = 64
     alpha_min: float = 0.125
     alpha_max: float = 0.75
-    update_all: bool = True
+    update_all: bool = False
+    cache_prompt: bool = True  # compute the prompt once (exact: no prompt row attends a target)
+    source_states: str = "same-layer"  # targets attend the prompt's same-layer states, or Eq. 3's "last-layer"
     probe_position: int | None = None  # record the raw logits here at every iteration (Fig. 2, Fig. 4)
 
     def __post_init__(self):
@@ -172,15 +183,24 @@ class DecodeConfig:
         M.dswa_window_schedule(1, self.fixed_window, self.alpha_min, self.alpha_max)  # checks α
         if self.probe_position is not None:
             whole_number(self.probe_position, "probe_position", 0, "a target index")
+        if self.source_states not in SOURCE_STATES:
+            raise ValueError(f"source_states={self.source_states!r} must be one of {SOURCE_STATES}")
+        if self.source_states == "last-layer" and not self.cache_prompt:
+            raise ValueError("source_states='last-layer' needs cache_prompt=True: the prompt's last-layer states are "
+                             "computed once and projected into every layer's keys and values")
 
     def temperature_at(self, step: int) -> float:
         return ltd_temperature(step, self.iterations, self.beta) if self.ltd else self.temperature
 
 
 def ablation_configs(base: DecodeConfig) -> dict[str, DecodeConfig]:
-    """Table 6's rows: Ours (LTD + DSWA), w/o DSWA, w/o LTD, w/o ALL (SMART stays as in Ours)."""
-    return {"Ours": base, "w/o DSWA": replace(base, dswa=False), "w/o LTD": replace(base, ltd=False),
+    """Table 6's rows: Ours (LTD + DSWA), w/o DSWA, w/o LTD, w/o ALL, all with ``base``'s update rule,
+    and Ours with the other update rule (SMART's update-all, §4.3, when ``base`` updates masked positions only)."""
+    rows = {"Ours": base, "w/o DSWA": replace(base, dswa=False), "w/o LTD": replace(base, ltd=False),
             "w/o ALL": replace(base, dswa=False, ltd=False)}
+    if not base.update_all:
+        rows[SMART_ROW] = replace(base, update_all=True)
+    return rows
 
 
 # --------------------------------------------------------------------------- sampling
@@ -239,156 +259,28 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
     return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-# --------------------------------------------------------------------------- the masked-LM interface
-
-def _content_positions(padding_mask: torch.Tensor) -> torch.Tensor:
-    return M.content_positions(padding_mask)
-
-
-class MaskedLM:
-    """What mask-predict needs from a masked LM: predict the token at given columns of a sequence.
-
-    Subclasses set ``offset``: the output at column ``c - offset`` predicts the token at column c.
-    """
-
-    offset: int = 0
-    kind: str = "masked-lm"
-
-    def __init__(self, model, tokenizer, mask_id: int, *, banned_ids: Sequence[int] = (), pad_id: int | None = None):
-        self.model, self.tokenizer = model, tokenizer
-        self.mask_id = int(mask_id)
-        specials = list(tokenizer.all_special_ids) if tokenizer is not None else []
-        self.banned_ids = sorted({self.mask_id, *specials, *map(int, banned_ids)})
-        if pad_id is None:
-            pad_id = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
-        self.pad_id = int(pad_id if pad_id is not None else self.mask_id)
-
-    # -- shape of the model
-    @property
-    def num_layers(self) -> int:
-        return int(self.model.config.num_hidden_layers)
-
-    @property
-    def max_positions(self) -> int:
-        return int(self.model.config.max_position_embeddings)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    def encode(self, text: str, max_tokens: int | None = None) -> torch.Tensor:
-        """A prompt's ids (its last ``max_tokens`` if longer: the end of a prompt sits next to the target)."""
-        ids = self.tokenizer(text, add_special_tokens=False).input_ids
-        if max_tokens is not None:
-            ids = ids[-max_tokens:]
-        if not ids:
-            raise ValueError(f"text={text!r} tokenizes to nothing; a prompt needs at least one token")
-        return torch.tensor(ids, dtype=torch.long)
-
-    def position_ids(self, padding_mask: torch.Tensor) -> torch.Tensor:
-        return _content_positions(padding_mask)
-
-    def hidden_states(self, input_ids, padding_mask, *, mask=None, layer_masks=None) -> torch.Tensor:
-        """Last-layer hidden states ``(B, L, H)`` under a workbook mask."""
-        raise NotImplementedError
-
-    def predict(self, input_ids: torch.Tensor, padding_mask: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
-                mask=None, layer_masks=None) -> torch.Tensor:
-        """Logits ``(K, V)`` for the tokens at ``(rows[i], cols[i])`` (absolute columns)."""
-        raise NotImplementedError
-
-
-class EncoderMLM(MaskedLM):
-    """Backend (a): an encoder MLM such as BERT or RoBERTa; output l predicts token l (seed 002 §3.1)."""
-
-    offset = 0
-    kind = "encoder"
-
-    def __init__(self, model, tokenizer, mask_id: int | None = None, **kwargs):
-        mask_id = tokenizer.mask_token_id if mask_id is None else mask_id
-        if mask_id is None:
-            raise ValueError(f"{type(model).__name__}'s tokenizer has no mask token; pass mask_id")
-        super().__init__(model, tokenizer, mask_id, **kwargs)
-        # RoBERTa-style position embeddings start after the padding index.
-        self.position_start = int(model.config.pad_token_id) + 1 if "roberta" in model.config.model_type else 0
-
-    @property
-    def max_positions(self) -> int:
-        return int(self.model.config.max_position_embeddings) - self.position_start
-
-    def encode(self, text: str, max_tokens: int | None = None) -> torch.Tensor:
-        """``[CLS] prompt [SEP]`` (or ``<s> prompt </s>``); targets follow the separator."""
-        body = super().encode(text, max_tokens)
-        ids = self.tokenizer.build_inputs_with_special_tokens(body.tolist())
-        return torch.tensor(ids, dtype=torch.long)
-
-    def position_ids(self, padding_mask: torch.Tensor) -> torch.Tensor:
-        return _content_positions(padding_mask) + self.position_start
-
-    def hidden_states(self, input_ids, padding_mask, *, mask=None, layer_masks=None) -> torch.Tensor:
-        output = attention.forward_with_mask(self.model, input_ids, mask, layer_masks=layer_masks, padding_mask=padding_mask,
-                                             position_ids=self.position_ids(padding_mask), output_hidden_states=True)
-        return output.hidden_states[-1]
-
-    def predict(self, input_ids, padding_mask, rows, cols, *, mask=None, layer_masks=None) -> torch.Tensor:
-        output = attention.forward_with_mask(self.model, input_ids, mask, layer_masks=layer_masks, padding_mask=padding_mask,
-                                             position_ids=self.position_ids(padding_mask))
-        return output.logits[rows, cols - self.offset]
-
-
-class MNTPDecoder(MaskedLM):
-    """Backend (b): a decoder adapted with MNTP (MAGNET §3.2.1), run bidirectionally; output l - 1 predicts token l.
-
-    The LM head runs only at the rows that are asked for (the masked positions), never over the whole sequence.
-    """
-
-    offset = 1
-    kind = "mntp"
-
-    def _body(self):
-        body = self.model.get_decoder() if hasattr(self.model, "get_decoder") else None
-        if body is None:
-            raise ValueError(f"{type(self.model).__name__} exposes no decoder body via get_decoder()")
-        return body
-
-    def hidden_states(self, input_ids, padding_mask, *, mask=None, layer_masks=None) -> torch.Tensor:
-        return attention.forward_with_mask(self._body(), input_ids, mask, layer_masks=layer_masks,
-                                           padding_mask=padding_mask).last_hidden_state
-
-    def predict(self, input_ids, padding_mask, rows, cols, *, mask=None, layer_masks=None) -> torch.Tensor:
-        hidden = self.hidden_states(input_ids, padding_mask, mask=mask, layer_masks=layer_masks)
-        return self.model.get_output_embeddings()(hidden[rows, cols - self.offset])
-
-
 # --------------------------------------------------------------------------- masks (§3.1 Fig. 1, §4.1 Eq. 6-7)
 
-def generation_mask(source_length: int, window: int | None = None, offset: int = 0) -> M.Mask:
+def generation_mask(source_length: int, window: int | None = None) -> M.Mask:
     """Mixed attention for generation (seed 002 §3.1 Fig. 1), with DSWA's window (§4.1 Eq. 6, Fig. 3).
 
-    The first ``source_length`` positions are the prompt, encoded on its own. Targets "attend all
-    source sequence hidden states and the target sequence hidden states in the window"; ``window=None``
-    means every target (no DSWA). With ``offset=1`` (MNTP, output l - 1 predicts token l) the last prompt
-    position predicts the first target, so it also reads the targets within its window.
+    The first ``source_length`` positions are the prompt, a closed block: prompt rows attend the prompt
+    only, never a target (Eq. 2 encodes the source on its own). Targets "attend all source sequence
+    hidden states and the target sequence hidden states in the window"; ``window=None`` means every
+    target (no DSWA). With an MNTP backend the last prompt row predicts the first target from the prompt
+    alone. The closed block is what makes a prompt computed once per decode exact.
     """
     source_length = whole_number(source_length, "source_length", 1, "the prompt length; a prompt needs a token")
     window = FULL_WINDOW if window is None else whole_number(window, "window", 1, "a DSWA window in tokens")
-    if offset not in (0, 1):
-        raise ValueError(f"offset={offset!r} must be 0 (encoder MLM) or 1 (MNTP decoder)")
-    mixed = M.dswa(source_length, window)
-    if offset == 0:
-        return mixed
-    band = M.sliding_window(window)
-    last = source_length - 1
-    predictor = M.Mask(lambda q, k: (q == last) & (k >= source_length) & band(q, k), f"predictor_row({last}, {window})")
-    return mixed | predictor
+    return M.dswa(source_length, window)
 
 
 def attention_masks(backend: MaskedLM, source_lengths: Sequence[int], config: DecodeConfig) -> dict:
     """``{"mask": ...}`` without DSWA, or ``{"layer_masks": ...}`` with one window per layer from Eq. 7 (one Mask per row)."""
     if not config.dswa:
-        return {"mask": [generation_mask(length, None, backend.offset) for length in source_lengths]}
+        return {"mask": [generation_mask(length, None) for length in source_lengths]}
     schedule = M.dswa_window_schedule(backend.num_layers, config.fixed_window, config.alpha_min, config.alpha_max)
-    per_window = {window: [generation_mask(length, window, backend.offset) for length in source_lengths]
+    per_window = {window: [generation_mask(length, window) for length in source_lengths]
                   for window in sorted(set(schedule))}
     return {"layer_masks": [per_window[window] for window in schedule]}
 
@@ -467,9 +359,12 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
     """Iterative mask-predict decoding (seed 002 §3.1 "Model Inference", §4.1-4.3).
 
     Starts from ``length`` <mask> tokens after each prompt. Iteration t = 0..T-1 predicts the masked
-    positions (every position with ``config.update_all``, SMART §4.3), samples each from the top-p
-    nucleus of ``softmax(u / T_t)`` with ``T_t = β(1 - t/T)`` (LTD, Eq. 8), and re-masks the
-    :func:`remask_count` lowest-confidence tokens. Under DSWA each layer uses its Eq. 7 window.
+    positions, samples each from the top-p nucleus of ``softmax(u / T_t)`` with ``T_t = β(1 - t/T)``
+    (LTD, Eq. 8), and re-masks the :func:`remask_count` lowest-confidence target tokens. By default
+    only masked positions are written and kept tokens keep the confidence they were sampled with (the
+    released Mask-Predict and OpenLTG code); ``config.update_all`` resamples every target (SMART, §4.3).
+    Under DSWA each layer uses its Eq. 7 window. The prompt is a closed block, so with
+    ``config.cache_prompt`` it runs once and each iteration runs only the N target positions.
     ``prompts``: one 1D id tensor or a list of them (batched with left padding).
     """
     prompts = _check_prompts(prompts)
@@ -483,6 +378,15 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
     ids, padding = ids.to(device), padding.to(device)
     start = ids.shape[1] - length
     routing = attention_masks(backend, [prompt.numel() for prompt in prompts], config)
+    if config.cache_prompt:  # the masks are rendered once, the prompt computed once
+        rendered = backend.render(padding, **routing)
+        source = backend.encode_source(ids[:, :start], padding, rendered, states=config.source_states)
+
+        def predict(rows, cols):
+            return backend.predict_targets(source, ids[:, start:], padding, rows, cols, rendered)
+    else:
+        def predict(rows, cols):
+            return backend.predict(ids, padding, rows, cols + start, **routing)
     banned = torch.tensor(backend.banned_ids, dtype=torch.long, device=device)
     generator = _generator(seed, device)
 
@@ -498,7 +402,7 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
         temperature = config.temperature_at(step)
         update = torch.ones_like(masked) if config.update_all else masked
         rows, cols = (update | probe).nonzero(as_tuple=True)
-        logits = backend.predict(ids, padding, rows, cols + start, **routing).float()
+        logits = predict(rows, cols).float()
         logits[:, banned[banned < logits.shape[-1]]] = float("-inf")
         chosen = update[rows, cols]
         sampled, confidence = sample_tokens(logits[chosen], temperature, config.top_p, generator)
@@ -583,7 +487,7 @@ def autoregressive_generate(model, prompts, length: int, *, temperature: float =
     device = next(model.parameters()).device
     ids, padding = left_padded(prompts, 0, pad_id, pad_id)
     ids, padding = ids.to(device), padding.to(device)
-    positions = _content_positions(padding)
+    positions = M.content_positions(padding)
     banned = torch.tensor(sorted(set(map(int, banned_ids))), dtype=torch.long, device=device)
     generator = _generator(seed, device)
     out = model(input_ids=ids, attention_mask=padding, position_ids=positions, use_cache=True, logits_to_keep=1)

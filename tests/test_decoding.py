@@ -7,14 +7,16 @@ and that DSWA confines what each prediction can see.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
+from transformers import BertConfig, BertForMaskedLM, DynamicCache, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
 
 from helpers import attention
 from helpers import decoding as D
+from helpers.masked_lm import EncoderMLM, MaskedLM, MNTPDecoder
 from helpers import masks as M
 from helpers import models, profiles
 
@@ -23,7 +25,7 @@ MASK_ID = 0
 PAD_ID = 1
 
 
-class ToyMaskedLM(D.MaskedLM):
+class ToyMaskedLM(MaskedLM):
     """A deterministic stand-in: the logits of a target depend only on its column; every call is recorded."""
 
     def __init__(self, logits_for_column=None, num_layers: int = 3, max_positions: int = 512):
@@ -52,6 +54,17 @@ class ToyMaskedLM(D.MaskedLM):
         self.calls.append({"inputs": input_ids.clone(), "rows": rows.clone(), "cols": cols.clone(), "mask": mask,
                            "layer_masks": layer_masks})
         return torch.stack([self.logits_for_column(int(c)) for c in cols])
+
+    # the cached-prompt path: the stand-in keeps the prompt ids and predicts from the whole sequence
+    def render(self, padding_mask, *, mask=None, layer_masks=None):
+        return {"mask": mask, "layer_masks": layer_masks}
+
+    def encode_source(self, source_ids, padding_mask, rendered, *, states="same-layer"):
+        return source_ids.clone()
+
+    def predict_targets(self, source, target_ids, padding_mask, rows, cols, rendered):
+        width = source.shape[1]
+        return self.predict(torch.cat([source, target_ids], 1), padding_mask, rows, cols + width, **rendered)
 
 
 def prompts_of(*lengths: int) -> list[torch.Tensor]:
@@ -215,18 +228,17 @@ def test_schedule_helpers_reject_bad_values():
 # --------------------------------------------------------------------------- masks
 
 
-@pytest.mark.parametrize("offset", [0, 1])
 @pytest.mark.parametrize("window", [1, 2, 3, 5, None])
 @pytest.mark.parametrize("source", [1, 2, 4])
-def test_generation_mask_against_a_double_loop(source, window, offset):
+def test_generation_mask_against_a_double_loop(source, window):
+    """Prompt rows see the prompt only (a closed block); targets see the prompt and the targets in the window."""
     length = source + 9
     half = (window or 10_000) // 2
     expected = torch.zeros(length, length, dtype=torch.bool)
     for q in range(length):
         for k in range(length):
-            target_query = q >= source or (offset == 1 and q == source - 1)
-            expected[q, k] = k < source or (target_query and k >= source and abs(q - k) <= half)
-    assert torch.equal(M.dense(D.generation_mask(source, window, offset), length), expected)
+            expected[q, k] = k < source or (q >= source and k >= source and abs(q - k) <= half)
+    assert torch.equal(M.dense(D.generation_mask(source, window), length), expected)
 
 
 def test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask():
@@ -238,7 +250,7 @@ def test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask():
     assert len(layer_masks) == 6 and backend.calls[-1]["mask"] is None
     for layer_mask, window in zip(layer_masks, schedule):
         for row_mask, source in zip(layer_mask, (3, 4)):
-            assert torch.equal(M.dense(row_mask, 24), M.dense(D.generation_mask(source, window, 0), 24))
+            assert torch.equal(M.dense(row_mask, 24), M.dense(D.generation_mask(source, window), 24))
     D.mask_predict(backend, prompts_of(3), 5, D.DecodeConfig(iterations=1, dswa=False))
     assert backend.calls[-1]["layer_masks"] is None and len(backend.calls[-1]["mask"]) == 1
 
@@ -246,18 +258,18 @@ def test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask():
 # --------------------------------------------------------------------------- real (tiny random) backends
 
 
-def _encoder(kind: str) -> D.EncoderMLM:
+def _encoder(kind: str) -> EncoderMLM:
     torch.manual_seed(0)
     config_class, model_class = (BertConfig, BertForMaskedLM) if kind == "bert" else (RobertaConfig, RobertaForMaskedLM)
     config = config_class(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                           intermediate_size=64, max_position_embeddings=80, pad_token_id=PAD_ID)
-    return D.EncoderMLM(model_class(config).eval(), None, mask_id=MASK_ID, pad_id=PAD_ID)
+    return EncoderMLM(model_class(config).eval(), None, mask_id=MASK_ID, pad_id=PAD_ID)
 
 
-def _mntp() -> D.MNTPDecoder:
+def _mntp() -> MNTPDecoder:
     torch.manual_seed(0)
     config = models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)
-    return D.MNTPDecoder(LlamaForCausalLM(config).eval(), None, MASK_ID, pad_id=PAD_ID)
+    return MNTPDecoder(LlamaForCausalLM(config).eval(), None, MASK_ID, pad_id=PAD_ID)
 
 
 BACKENDS = {"bert": lambda: _encoder("bert"), "roberta": lambda: _encoder("roberta"), "mntp": _mntp}
@@ -307,7 +319,7 @@ def test_mntp_backend_predicts_token_l_from_output_l_minus_1():
     backend = _mntp()
     ids = torch.tensor([[5, 9, 12, 7, 0, 0, 0, 0]])
     padding = torch.ones_like(ids)
-    mask = D.generation_mask(4, None, 1)
+    mask = D.generation_mask(4, None)
     logits = backend.predict(ids, padding, torch.tensor([0, 0]), torch.tensor([4, 6]), mask=[mask])
     full = attention.forward_with_mask(backend.model, ids, [mask], padding_mask=padding).logits[0]
     assert torch.allclose(logits, full[[3, 5]], atol=1e-5)
@@ -436,3 +448,114 @@ def test_settings_cover_every_profile_and_the_paper_entry_holds_section_5_1():
     for settings in D.SETTINGS.values():
         settings.decode_config()  # every profile's settings are valid
         assert settings.probe_position < settings.trace_length
+
+
+# --------------------------------------------------------------------------- the update rule (Mask-Predict, OpenLTG code)
+
+
+@pytest.mark.parametrize("name", ["toy", "mntp"])
+def test_by_default_a_kept_token_is_never_rewritten_and_keeps_its_score(name):
+    """Masked-only updates: a token that survives re-masking keeps its id and its confidence in every later iteration."""
+    backend = ToyMaskedLM() if name == "toy" else _mntp()
+    assert D.DecodeConfig().update_all is False and D.SETTINGS["cpu"].update_all is False
+    length, iterations = 24, 6
+    decoded = D.mask_predict(backend, [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], length,
+                             D.DecodeConfig(iterations=iterations, fixed_window=8), seed=2)
+    for step, (before, after) in enumerate(zip(decoded.trace, decoded.trace[1:])):
+        kept = ~after.masked  # survived the re-masking after `before`
+        assert torch.equal(after.tokens[kept], before.tokens[kept]), f"iteration {step + 1} rewrote a kept token"
+        assert torch.equal(after.confidences[kept], before.confidences[kept])
+        assert torch.equal(after.masked, before.remasked)
+    expected = [[length * (iterations - t - 1) // iterations] * 2 for t in range(iterations)]
+    assert [it.remasked.sum(1).tolist() for it in decoded.trace] == expected
+
+
+def test_smart_rewrites_kept_tokens_and_is_its_own_table6_row():
+    decoded = D.mask_predict(ToyMaskedLM(), prompts_of(3), 40, D.DecodeConfig(iterations=4, update_all=True), seed=1)
+    rewritten = sum(int((b.tokens[~a.masked] != a.tokens[~a.masked]).sum()) for b, a in zip(decoded.trace, decoded.trace[1:]))
+    assert rewritten > 0
+    rows = D.ablation_configs(D.DecodeConfig())
+    assert list(rows) == [*D.ABLATIONS, D.SMART_ROW]
+    assert rows[D.SMART_ROW].update_all and not any(rows[name].update_all for name in D.ABLATIONS)
+
+
+# --------------------------------------------------------------------------- the closed source block (§4.1)
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+@torch.no_grad()
+def test_no_target_reaches_a_prompt_row_and_each_reaches_only_what_the_windows_allow(name):
+    """Perturb target 0 and every other target: prompt rows never move, at any layer or in their logits;
+    a target's change reaches exactly the positions the per-layer DSWA windows connect, layer by layer."""
+    backend = BACKENDS[name]()
+    source, length = 4, 24
+    ids = torch.cat([torch.tensor([5, 9, 12, 7]), torch.randint(2, VOCAB, (length,), generator=torch.Generator().manual_seed(0))])[None]
+    padding = torch.ones_like(ids)
+    config = D.DecodeConfig(fixed_window=8)  # 2 layers: windows 3 and 1
+    layer_masks = D.attention_masks(backend, [source], config)["layer_masks"]
+    all_rows = torch.zeros(source + length, dtype=torch.long), torch.arange(source + length)
+    logits = backend.predict(ids, padding, all_rows[0], all_rows[1].clamp(min=backend.offset), layer_masks=layer_masks)
+    for target in range(0, length, 2):
+        position = source + target
+        moved = attention.influence(backend.body(), ids, position, 3 if ids[0, position] != 3 else 4,
+                                    layer_masks=layer_masks, padding_mask=padding)
+        allowed = attention.predicted_influence(layer_masks=layer_masks, num_layers=backend.num_layers,
+                                                padding_mask=padding, position=position)
+        assert not allowed[:, :source].any()
+        assert (moved[:, :source] == 0).all(), f"target {target} reached a prompt row"
+        assert torch.equal(moved > 1e-6, allowed), f"target {target}: reach differs from the windows' reachability"
+        changed = ids.clone()
+        changed[0, position] = 3 if ids[0, position] != 3 else 4
+        after = backend.predict(changed, padding, all_rows[0], all_rows[1].clamp(min=backend.offset), layer_masks=layer_masks)
+        prompt_rows = slice(backend.offset, source)  # the outputs computed at prompt positions (MNTP: incl. target 0's)
+        assert torch.equal(after[prompt_rows], logits[prompt_rows])
+
+
+# --------------------------------------------------------------------------- the prompt computed once
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+@pytest.mark.parametrize("dswa", [True, False])
+def test_decoding_with_the_cached_prompt_equals_recomputing_it(name, dswa):
+    backend = BACKENDS[name]()
+    prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
+    for update_all in (False, True):
+        config = D.DecodeConfig(iterations=4, fixed_window=8, dswa=dswa, update_all=update_all, probe_position=2)
+        cached = D.mask_predict(backend, prompts, 12, config, seed=3)
+        recomputed = D.mask_predict(backend, prompts, 12, replace(config, cache_prompt=False), seed=3)
+        assert torch.equal(cached.tokens, recomputed.tokens)
+        for a, b in zip(cached.trace, recomputed.trace):
+            assert torch.equal(a.masked, b.masked) and torch.equal(a.tokens, b.tokens)
+            assert torch.allclose(a.confidences, b.confidences, atol=1e-5)
+            assert torch.allclose(a.probe_logits, b.probe_logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["bert", "mntp"])
+@torch.no_grad()
+def test_last_layer_source_states_are_each_layers_own_projection_of_the_prompts_last_states(name):
+    """Eq. 3 and 6: every layer's keys and values for the prompt come from H_src^L, the prompt's last-layer states."""
+    backend = BACKENDS[name]()
+    ids, padding = D.left_padded([torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], 6, MASK_ID, PAD_ID)
+    routing = D.attention_masks(backend, [4, 2], D.DecodeConfig(fixed_window=8))
+    rendered = backend.render(padding, **routing)
+    same = backend.encode_source(ids[:, :4], padding, rendered, states="same-layer")
+    last = backend.encode_source(ids[:, :4], padding, rendered, states="last-layer")
+    assert torch.equal(same.last_hidden, last.last_hidden)
+    positions = backend.position_ids(padding)[:, :4]
+    body = backend.body()
+    for index in range(backend.num_layers):
+        cache = DynamicCache()
+        if name == "mntp":  # run layer `index` itself on H_src^L and read the keys and values it caches
+            layer = body.layers[index]
+            layer(last.last_hidden, position_embeddings=body.rotary_emb(last.last_hidden, positions), attention_mask=None,
+                  past_key_values=cache, use_cache=True, position_ids=positions)
+        else:
+            body.encoder.layer[index].attention.self(last.last_hidden, past_key_values=cache)
+        keys, values = last.layers[index]
+        assert torch.allclose(keys, cache.layers[index].keys, atol=1e-5)
+        assert torch.allclose(values, cache.layers[index].values, atol=1e-5)
+    assert not torch.allclose(same.layers[0][0], last.layers[0][0])  # layer 1 of the one stack sees embeddings
+    decoded = D.mask_predict(backend, [torch.tensor([5, 9, 12, 7])], 8, D.DecodeConfig(iterations=2, source_states="last-layer"))
+    assert decoded.tokens.shape == (1, 8)
+    with pytest.raises(ValueError, match="source_states"):
+        D.DecodeConfig(source_states="first-layer")

@@ -150,7 +150,7 @@ def generation_masks_figure(backend: D.MaskedLM, source_length: int = 5, target_
     labels = [f"p{i}" for i in range(source_length)] + [f"t{i}" for i in range(target_length)]
     kind = (torch.arange(length) >= source_length - backend.offset).long()
     for ax, (title, window) in zip(axes, panels):
-        mask = D.generation_mask(source_length, window, backend.offset)
+        mask = D.generation_mask(source_length, window)
         draw_mask(ax, M.dense(mask, length), title, query_kind=kind, labels=labels)
     fig.suptitle(f"{backend.kind} backend: output at l - {backend.offset} predicts token l; green rows predict targets",
                  fontsize=9)

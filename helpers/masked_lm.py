@@ -1,0 +1,261 @@
+"""The one masked-LM interface of the workbook: predict the tokens at given columns of a sequence.
+
+Two backends share it:
+
+- :class:`EncoderMLM`: an encoder MLM (BERT, RoBERTa; any ``AutoModelForMaskedLM``). The output at
+  position l predicts the token at l (seed 002 §3.1, Mask-Predict).
+- :class:`MNTPDecoder`: a decoder adapted with masked next-token prediction (MAGNET §3.2.1, notebook 02),
+  run bidirectionally. The output at l - 1 predicts the token at l, so ``offset = 1``.
+
+Callers (mask-predict in :mod:`helpers.decoding`) use :meth:`MaskedLM.predict` (one forward over the
+whole sequence) or :meth:`MaskedLM.encode_source` once and :meth:`MaskedLM.predict_targets` per
+iteration (the prompt's keys and values cached: exact when no prompt row attends a target, the closed
+source block of seed 002 §4.1), and :meth:`MaskedLM.hidden_states`. Masks are :mod:`helpers.masks`
+predicates that reach the model through :mod:`helpers.attention`; callers never need to know which
+backend they hold. The LM head only ever runs at the rows asked for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from . import attention
+from . import masks as M
+
+SOURCE_STATES = ("same-layer", "last-layer")
+
+
+@dataclass
+class SourceCache:
+    """The prompt (source) block computed once: per-layer keys and values, and its last-layer states.
+
+    ``layers[i]`` holds layer i's ``(keys, values)``, each ``(B, heads, P, head_dim)``. With
+    ``states="same-layer"`` they are what layer i computed for the prompt (one stack, as the model runs
+    the whole sequence); with ``"last-layer"`` they are layer i's key/value projections of the prompt's
+    *last-layer* states, seed 002 Eq. 3 and 6 (``Mixed-ATTN(H_tgt^(l-1), H_src^L)``).
+    """
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    last_hidden: torch.Tensor  # (B, P, H)
+    states: str
+
+    @property
+    def width(self) -> int:
+        return int(self.last_hidden.shape[1])
+
+    def cache(self) -> DynamicCache:
+        """A fresh cache holding the prompt; each forward appends the targets to its own copy."""
+        cache = DynamicCache()
+        for index, (keys, values) in enumerate(self.layers):
+            cache.update(keys, values, index)
+        return cache
+
+
+class MaskedLM:
+    """What mask-predict needs from a masked LM: predict the token at given columns of a sequence.
+
+    Subclasses set ``offset`` (the output at column ``c - offset`` predicts the token at column c) and
+    provide :meth:`body` (the transformer without its LM head) and :meth:`head` (hidden states to logits).
+    """
+
+    offset: int = 0
+    kind: str = "masked-lm"
+
+    def __init__(self, model, tokenizer, mask_id: int, *, banned_ids: Sequence[int] = (), pad_id: int | None = None):
+        self.model, self.tokenizer = model, tokenizer
+        self.mask_id = int(mask_id)
+        specials = list(tokenizer.all_special_ids) if tokenizer is not None else []
+        self.banned_ids = sorted({self.mask_id, *specials, *map(int, banned_ids)})
+        if pad_id is None:
+            pad_id = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
+        self.pad_id = int(pad_id if pad_id is not None else self.mask_id)
+
+    # -- shape of the model
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.model.config.max_position_embeddings)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def encode(self, text: str, max_tokens: int | None = None) -> torch.Tensor:
+        """A prompt's ids (its last ``max_tokens`` if longer: the end of a prompt sits next to the target)."""
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        if max_tokens is not None:
+            ids = ids[-max_tokens:]
+        if not ids:
+            raise ValueError(f"text={text!r} tokenizes to nothing; a prompt needs at least one token")
+        return torch.tensor(ids, dtype=torch.long)
+
+    def position_ids(self, padding_mask: torch.Tensor) -> torch.Tensor:
+        return M.content_positions(padding_mask)
+
+    # -- the two halves of the model
+    def body(self):
+        """The transformer stack without the LM head (returns ``last_hidden_state``)."""
+        raise NotImplementedError
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits ``(K, V)`` from hidden states ``(K, H)``."""
+        raise NotImplementedError
+
+    def _layers(self):
+        raise NotImplementedError
+
+    def _project_source(self, layer_index: int, states: torch.Tensor, position_ids: torch.Tensor):
+        """Layer ``layer_index``'s keys and values for ``states`` (B, P, H), as its attention would compute them."""
+        raise NotImplementedError
+
+    # -- one forward over the whole sequence
+    def hidden_states(self, input_ids, padding_mask, *, mask=None, layer_masks=None) -> torch.Tensor:
+        """Last-layer hidden states ``(B, L, H)`` under a workbook mask."""
+        return attention.forward_with_mask(self.body(), input_ids, mask, layer_masks=layer_masks, padding_mask=padding_mask,
+                                           position_ids=self.position_ids(padding_mask)).last_hidden_state
+
+    def predict(self, input_ids: torch.Tensor, padding_mask: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, *,
+                mask=None, layer_masks=None) -> torch.Tensor:
+        """Logits ``(K, V)`` for the tokens at ``(rows[i], cols[i])`` (absolute columns); the head runs only there."""
+        hidden = self.hidden_states(input_ids, padding_mask, mask=mask, layer_masks=layer_masks)
+        return self.head(hidden[rows, cols - self.offset])
+
+    # -- the prompt once, the targets per iteration
+    def render(self, padding_mask: torch.Tensor, *, mask=None, layer_masks=None) -> dict:
+        """Render a mask once for many forwards: ``{"rendered": ...}`` or ``{"layer_rendered": [...]}``, full (B, 1, L, L)."""
+        body = self.body()
+        if attention.attention_implementation(body) == "flex_attention":
+            raise ValueError("a cached prompt slices the rendered mask's rows, which a flex BlockMask cannot; "
+                             "load the model with attn_implementation='sdpa' or 'eager', or decode with cache_prompt=False")
+        padding_mask = padding_mask.to(self.device)
+        if layer_masks is None:
+            return {"rendered": attention.render(mask, body, padding_mask)}
+        return {"layer_rendered": attention.render_layers(list(layer_masks), body, padding_mask)}
+
+    @staticmethod
+    def rows_of(rendered: dict, start: int, stop: int | None = None, keys: int | None = None) -> dict:
+        """The query rows ``start:stop`` (and the first ``keys`` key columns) of each rendered mask."""
+        cut = lambda tensor: tensor[:, :, start:stop, :keys]
+        if "rendered" in rendered:
+            return {"rendered": cut(rendered["rendered"])}
+        cache: dict[int, torch.Tensor] = {}
+        return {"layer_rendered": [cache.setdefault(id(layer), cut(layer)) for layer in rendered["layer_rendered"]]}
+
+    def encode_source(self, source_ids: torch.Tensor, padding_mask: torch.Tensor, rendered: dict, *,
+                      states: str = "same-layer") -> SourceCache:
+        """Run the prompt block alone (columns ``0:P`` of ``padding_mask``) and keep its keys and values.
+
+        Exact only when no prompt row attends a target (the closed source block): then these states are
+        the ones the prompt would have in the full sequence at every iteration. ``rendered`` is the
+        full-sequence render of :meth:`render`; its prompt rows and columns are used.
+        """
+        if states not in SOURCE_STATES:
+            raise ValueError(f"states={states!r} must be one of {SOURCE_STATES}")
+        width = source_ids.shape[1]
+        positions = self.position_ids(padding_mask)[:, :width]
+        cache = DynamicCache()
+        output = attention.forward_rendered(self.body(), source_ids, **self.rows_of(rendered, 0, width, width),
+                                            position_ids=positions, past_key_values=cache, use_cache=True)
+        hidden = output.last_hidden_state
+        if states == "same-layer":
+            layers = [(layer.keys, layer.values) for layer in cache.layers]
+        else:
+            layers = [self._project_source(index, hidden, positions) for index in range(self.num_layers)]
+        return SourceCache(layers, hidden, states)
+
+    def predict_targets(self, source: SourceCache, target_ids: torch.Tensor, padding_mask: torch.Tensor,
+                        rows: torch.Tensor, cols: torch.Tensor, rendered: dict) -> torch.Tensor:
+        """Logits ``(K, V)`` for target tokens ``(rows[i], cols[i])`` (cols count from the first target).
+
+        Only the target block runs; it attends the cached prompt. With ``offset = 1`` target 0 is
+        predicted by the prompt's last row, which the closed source block makes fixed.
+        """
+        width = source.width
+        positions = self.position_ids(padding_mask)[:, width:]
+        output = attention.forward_rendered(self.body(), target_ids, **self.rows_of(rendered, width),
+                                            position_ids=positions, past_key_values=source.cache(), use_cache=True)
+        states = output.last_hidden_state
+        if self.offset:
+            states = torch.cat([source.last_hidden[:, width - self.offset:], states], dim=1)
+        return self.head(states[rows, cols])
+
+
+class EncoderMLM(MaskedLM):
+    """Backend (a): an encoder MLM such as BERT or RoBERTa (``AutoModelForMaskedLM``); output l predicts token l (seed 002 §3.1)."""
+
+    offset = 0
+    kind = "encoder"
+
+    def __init__(self, model, tokenizer, mask_id: int | None = None, **kwargs):
+        mask_id = tokenizer.mask_token_id if mask_id is None else mask_id
+        if mask_id is None:
+            raise ValueError(f"{type(model).__name__}'s tokenizer has no mask token; pass mask_id")
+        super().__init__(model, tokenizer, mask_id, **kwargs)
+        # RoBERTa-style position embeddings start after the padding index.
+        self.position_start = int(model.config.pad_token_id) + 1 if "roberta" in model.config.model_type else 0
+        self._mlm_head = next((getattr(model, name) for name in ("cls", "lm_head") if hasattr(model, name)), None)
+        if self._mlm_head is None:
+            raise ValueError(f"{type(model).__name__} has no MLM head named cls (BERT) or lm_head (RoBERTa)")
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.model.config.max_position_embeddings) - self.position_start
+
+    def encode(self, text: str, max_tokens: int | None = None) -> torch.Tensor:
+        """``[CLS] prompt [SEP]`` (or ``<s> prompt </s>``); targets follow the separator."""
+        body = super().encode(text, max_tokens)
+        ids = self.tokenizer.build_inputs_with_special_tokens(body.tolist())
+        return torch.tensor(ids, dtype=torch.long)
+
+    def position_ids(self, padding_mask: torch.Tensor) -> torch.Tensor:
+        return M.content_positions(padding_mask) + self.position_start
+
+    def body(self):
+        return self.model.base_model
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._mlm_head(hidden)
+
+    def _project_source(self, layer_index, states, position_ids):
+        attention_module = self.body().encoder.layer[layer_index].attention.self  # post-norm: keys from states as they are
+        shape = (*states.shape[:2], -1, attention_module.attention_head_size)
+        return (attention_module.key(states).view(shape).transpose(1, 2),
+                attention_module.value(states).view(shape).transpose(1, 2))
+
+
+class MNTPDecoder(MaskedLM):
+    """Backend (b): a decoder adapted with MNTP (MAGNET §3.2.1), run bidirectionally; output l - 1 predicts token l."""
+
+    offset = 1
+    kind = "mntp"
+
+    def body(self):
+        body = self.model.get_decoder() if hasattr(self.model, "get_decoder") else None
+        if body is None:
+            raise ValueError(f"{type(self.model).__name__} exposes no decoder body via get_decoder()")
+        return body
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.model.get_output_embeddings()(hidden)
+
+    def _project_source(self, layer_index, states, position_ids):
+        """Llama-family (pre-norm, rotary): ``k = RoPE(W_k · norm_i(h_src^L))``, ``v = W_v · norm_i(h_src^L)``."""
+        import sys
+
+        body = self.body()
+        layer = body.layers[layer_index]
+        attention_module = layer.self_attn
+        normed = layer.input_layernorm(states)
+        shape = (*states.shape[:2], -1, attention_module.head_dim)
+        keys = attention_module.k_proj(normed).view(shape).transpose(1, 2)
+        values = attention_module.v_proj(normed).view(shape).transpose(1, 2)
+        cos, sin = body.rotary_emb(normed, position_ids)
+        rotate = getattr(sys.modules[type(attention_module).__module__], "apply_rotary_pos_emb")
+        keys, _ = rotate(keys, keys, cos, sin)
+        return keys, values
