@@ -35,12 +35,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import attention, data, metrics
+from . import data, metrics
 from .checks import whole_number
-from . import masks as M
+from .masked_lm import EncoderMLM, MaskedLM, MNTPDecoder
 from .paths import cache_dir, runs_dir
 
-MASK_MARKER = "[MASK]"
+MASK_MARKER = MaskedLM.MASK_MARKER  # "[MASK]"
 KS = (1, 3, 5, 10, 50)
 UNSEEN = "unseen"
 MTC_SPLITS = ("train", "validation", "test", UNSEEN)
@@ -110,6 +110,7 @@ class MTCSettings:
     naive_first_tokens: int = 100  # §5.2: "we replace the first mask with each of the top-100 predicted tokens"
     naive_second_tokens: int = 10
     eval_examples: int | None = None  # cap on the test and unseen sentences scored; None: all
+    masked_lm: str | None = None  # a Hub encoder MLM (the paper: bert-base-cased); None: the profile's MNTP decoder
     latency_sentences: int = 20
     ks: tuple[int, ...] = KS
     seed: int = 0
@@ -131,10 +132,12 @@ SETTINGS = {
                        naive_second_tokens=5, latency_sentences=100),
     # The Hub model on 200K WikiText-103 sentences (~4M words); k = 50 keeps a few thousand phrases, 50 sentences each.
     "gpu": MTCSettings(corpus_sentences=200_000, min_count=50, context_tokens=48, feature_batch_size=128,
+                       masked_lm="bert-base-cased",
                        beam_size=50, naive_first_tokens=100, naive_second_tokens=10,
                        latency_sentences=100),
     # The paper's hyperparameters; k = 500 per 3.3B words scaled to WikiText-103's 103M words is 16.
     "paper": MTCSettings(corpus_sentences=None, min_count=16, context_tokens=64, feature_batch_size=128,
+                         masked_lm="bert-base-cased",
                          beam_size=50, naive_first_tokens=100, naive_second_tokens=100,
                          latency_sentences=200),
 }
@@ -448,107 +451,37 @@ def split_at_mask(sentence: str) -> tuple[str, str]:
     return left, right
 
 
-@dataclass
-class MaskedLM:
-    """A frozen masked LM: an MNTP decoder (the output at l - 1 predicts the token at l, MAGNET §3.2.1).
+def start_id(mlm: MaskedLM) -> int:
+    """The token a GRU reads first when there is no preceding token (LM pre-training): the MNTP separator, else
+    the encoder's [CLS] / <s>."""
+    for token in (getattr(mlm, "separator_id", None), mlm.tokenizer.cls_token_id, mlm.tokenizer.bos_token_id):
+        if token is not None:
+            return int(token)
+    raise ValueError(f"{mlm.name}: the tokenizer has no separator, [CLS] or BOS token to start a sequence with")
 
-    Inputs are ``[separator] + left + [mask] * n + right`` with at most ``context_tokens`` on each side,
-    under the bidirectional mask. The separator (EOS) is what precedes a text in the packed blocks the
-    MNTP adapter was trained on, so a phrase at the start of a sentence still has a position before it.
-    """
 
-    model: nn.Module
-    tokenizer: object
-    mask_id: int
-    separator_id: int
-    context_tokens: int
-    name: str = ""
-    _token_strings: list[str] | None = field(default=None, repr=False)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def output_matrix(self) -> torch.Tensor:
-        return self.model.get_output_embeddings().weight
-
-    @property
-    def input_embeddings(self) -> torch.Tensor:
-        return self.model.get_input_embeddings().weight
-
-    @property
-    def hidden_size(self) -> int:
-        return int(self.output_matrix.shape[1])
-
-    @property
-    def token_strings(self) -> list[str]:
-        """Each output row decoded and stripped: the completion string a single token stands for."""
-        if self._token_strings is None:
-            specials = set(self.tokenizer.all_special_ids)
-            decoded = self.tokenizer.batch_decode([[i] for i in range(self.output_matrix.shape[0])])
-            self._token_strings = ["" if i in specials else text.strip() for i, text in enumerate(decoded)]
-        return self._token_strings
-
-    def _ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False).input_ids if text else []
-
-    def encode(self, sentence: str, mask_count: int = 1) -> tuple[list[int], int]:
-        """Token ids of a sentence with one :data:`MASK_MARKER`, and the position of the (first) mask."""
-        left, right = split_at_mask(sentence)
-        left_ids = self._ids(left.rstrip(" "))[-self.context_tokens:] if left.strip() else []
-        right_ids = self._ids(right)[:self.context_tokens]
-        ids = [self.separator_id, *left_ids, *[self.mask_id] * mask_count, *right_ids]
-        return ids, 1 + len(left_ids)
-
-    def phrase_ids(self, example: MaskedExample) -> list[int]:
-        """The label's tokens as they stand in this sentence (with the space before it, if any)."""
-        spaced = example.start > 0 and example.sentence[example.start - 1] == " "
-        return self._ids((" " if spaced else "") + example.phrase)
-
-    @torch.no_grad()
-    def hidden_at(self, sequences: Sequence[Sequence[int]], positions: Sequence[int]) -> torch.Tensor:
-        """Last hidden states at ``positions`` (one per sequence), right-padded batch, bidirectional mask."""
-        length = max(len(ids) for ids in sequences)
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.separator_id
-        input_ids = torch.full((len(sequences), length), pad, dtype=torch.long)
-        padding = torch.zeros_like(input_ids)
-        for row, ids in enumerate(sequences):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            padding[row, :len(ids)] = 1
-        body = self.model.get_decoder()
-        hidden = attention.forward_with_mask(body, input_ids.to(self.device), M.bidirectional,
-                                             padding_mask=padding.to(self.device)).last_hidden_state
-        return hidden[torch.arange(len(sequences), device=hidden.device), torch.tensor(positions, device=hidden.device)]
-
-    def features(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Contextual embeddings at the mask (the MNTP output one position before it) and the preceding token ids."""
-        encoded = [self.encode(sentence) for sentence in sentences]
-        hidden = self.hidden_at([ids for ids, _ in encoded], [position - 1 for _, position in encoded])
-        previous = torch.tensor([ids[position - 1] for ids, position in encoded], device=self.device)
-        return hidden.float(), previous
-
-    def token_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """The masked LM's own single-token prediction from a contextual embedding (Figure 1 (1))."""
-        return hidden @ self.output_matrix.float().T
-
-    def output_head(self) -> nn.Module:
-        """A trainable copy of the module that maps a hidden state to token logits (the GRU's "MLM decoder")."""
-        import copy
-
-        head = copy.deepcopy(self.model.get_output_embeddings())
-        head.requires_grad_(True)
-        return head
+def end_id(mlm: MaskedLM) -> int:
+    """The token that ends a completion: EOS, else the encoder's [SEP] (BERT has no EOS; the public code adds one)."""
+    for token in (mlm.tokenizer.eos_token_id, mlm.tokenizer.sep_token_id):
+        if token is not None:
+            return int(token)
+    raise ValueError(f"{mlm.name}: the tokenizer has no EOS or [SEP] token to end a completion with")
 
 
 def load_masked_lm(cfg, settings: MTCSettings, progress: bool = True) -> MaskedLM:
-    """The profile's model with notebook 02's MNTP adapter (``training.load_or_train_mntp``), merged and frozen."""
+    """The frozen masked LM of the profile, through the one interface (:mod:`helpers.masked_lm`).
+
+    ``settings.masked_lm`` names a Hub encoder MLM (``bert-base-cased``, the paper's, on the gpu and paper
+    profiles); ``None`` takes the profile's model with notebook 02's MNTP adapter (``training.load_or_train_mntp``),
+    merged and frozen (the offline cpu and smoke profiles).
+    """
+    if settings.masked_lm is not None:
+        return EncoderMLM.from_pretrained(settings.masked_lm, context_tokens=settings.context_tokens)
     from . import training
 
     model, tokenizer, mask_id = training.load_or_train_mntp(cfg, progress=progress)
     model.eval().requires_grad_(False)
-    separator = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.bos_token_id
-    return MaskedLM(model, tokenizer, int(mask_id), int(separator), settings.context_tokens, cfg.model_name)
+    return MNTPDecoder(model, tokenizer, int(mask_id), context_tokens=settings.context_tokens, name=cfg.model_name)
 
 
 @dataclass
@@ -570,9 +503,10 @@ class EncodedSplit:
 
 
 def encode_examples(mlm: MaskedLM, examples: Sequence[MaskedExample]) -> EncodedSplit:
-    encoded = [mlm.encode(example.masked) for example in examples]
+    encoded = [mlm.encode_masked(example.masked) for example in examples]
+    spaced = [example.start > 0 and example.sentence[example.start - 1] == " " for example in examples]
     return EncodedSplit([ids for ids, _ in encoded], [position for _, position in encoded],
-                        [mlm.phrase_ids(example) for example in examples], [example.phrase for example in examples],
+                        [mlm.phrase_ids(example.phrase, space) for example, space in zip(examples, spaced)], [example.phrase for example in examples],
                         [example.masked for example in examples])
 
 
@@ -580,6 +514,13 @@ def _model_fingerprint(mlm: MaskedLM) -> list[float]:
     probe = f"It is a truth universally acknowledged, that {MASK_MARKER} in possession of a good fortune."
     hidden, _ = mlm.features([probe])
     return [round(float(v), 4) for v in hidden[0, :16].cpu()]
+
+
+def mask_features(mlm: MaskedLM, sequences: Sequence[Sequence[int]], mask_columns: Sequence[int]) -> torch.Tensor:
+    """The contextual embedding of the token at each ``mask_columns`` entry as the output matrix sees it: the
+    output ``mlm.offset`` columns before it, through the head's transform (BERT) (float32)."""
+    hidden = mlm.hidden_at(sequences, [column - mlm.offset for column in mask_columns])
+    return mlm.output_transform(hidden).float()
 
 
 def compute_features(mlm: MaskedLM, encoded: EncodedSplit, batch_size: int, progress: bool = True,
@@ -590,8 +531,8 @@ def compute_features(mlm: MaskedLM, encoded: EncodedSplit, batch_size: int, prog
     features = torch.empty(len(encoded), mlm.hidden_size)
     for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress):
         rows = order[start:start + batch_size]
-        hidden = mlm.hidden_at([encoded.input_ids[i] for i in rows], [encoded.mask_positions[i] - 1 for i in rows])
-        features[rows] = hidden.float().cpu()
+        features[rows] = mask_features(mlm, [encoded.input_ids[i] for i in rows],
+                                       [encoded.mask_positions[i] for i in rows]).cpu()
     return features
 
 
@@ -682,8 +623,13 @@ class ExtendedMatrixDecoder(nn.Module):
     """
 
     def __init__(self, token_matrix: torch.Tensor, phrase_rows: torch.Tensor, token_strings: Sequence[str],
-                 phrases: Sequence[str], train_token_rows: bool = True):
+                 phrases: Sequence[str], train_token_rows: bool = True, token_bias: torch.Tensor | None = None):
         super().__init__()
+        bias = torch.zeros(token_matrix.shape[0]) if token_bias is None else token_bias.detach().float().clone()
+        if train_token_rows and token_bias is not None:  # BERT's output bias trains with its rows
+            self.token_bias = nn.Parameter(bias.to(token_matrix.device))
+        else:
+            self.register_buffer("token_bias", bias.to(token_matrix.device), persistent=False)
         if len(phrases) != phrase_rows.shape[0]:
             raise ValueError(f"phrases has {len(phrases)} entries but phrase_rows has {phrase_rows.shape[0]} rows")
         if train_token_rows:
@@ -700,7 +646,7 @@ class ExtendedMatrixDecoder(nn.Module):
         return int(self.token_matrix.shape[0])
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.cat([hidden @ self.token_matrix.T, hidden @ self.phrase_matrix.T], dim=-1)
+        return torch.cat([hidden @ self.token_matrix.T + self.token_bias, hidden @ self.phrase_matrix.T], dim=-1)
 
     def label(self, phrase: str, phrase_ids: Sequence[int], canonical_ids: Sequence[int]) -> int:
         """The output row that stands for ``phrase`` here: its own token if it is one, else its phrase row."""
@@ -727,7 +673,8 @@ def build_emat(mlm: MaskedLM, vocabulary: Sequence[str], train_token_rows: bool 
             multi.append(phrase)
             rows.append(matrix[ids].mean(0))
     phrase_rows = torch.stack(rows) if rows else matrix.new_zeros((0, matrix.shape[1]))
-    return ExtendedMatrixDecoder(matrix, phrase_rows, mlm.token_strings, multi, train_token_rows).to(mlm.device)
+    return ExtendedMatrixDecoder(matrix, phrase_rows, mlm.token_strings, multi, train_token_rows,
+                                 token_bias=mlm.output_bias).to(mlm.device)
 
 
 def emat_labels(emat: ExtendedMatrixDecoder, mlm: MaskedLM, encoded: EncodedSplit) -> torch.Tensor:
@@ -892,7 +839,7 @@ def gru_targets(encoded: EncodedSplit, eos_id: int, max_steps: int) -> torch.Ten
 
 
 def build_gru(mlm: MaskedLM, settings: MTCSettings) -> GRUDecoder:
-    eos = mlm.tokenizer.eos_token_id if mlm.tokenizer.eos_token_id is not None else mlm.separator_id
+    eos = end_id(mlm)
     return GRUDecoder(mlm.input_embeddings, mlm.output_head(), eos, settings.gru_layers, settings.gru_dropout,
                       settings.gru_train_embeddings).to(mlm.device)
 
@@ -903,7 +850,7 @@ def language_model_targets(mlm: MaskedLM, sentences: Sequence[str], max_tokens: 
     whole_number(max_tokens, "max_tokens")
     if not sentences:
         raise ValueError("sentences is empty; the GRU's language-model pre-training needs text")
-    eos = mlm.tokenizer.eos_token_id if mlm.tokenizer.eos_token_id is not None else mlm.separator_id
+    eos = end_id(mlm)
     rows = []
     for sentence in sentences:
         ids = mlm.tokenizer(sentence, add_special_tokens=False).input_ids
@@ -948,24 +895,24 @@ def naive_complete(mlm: MaskedLM, lengths: LengthClassifier, sentences: Sequence
     _check_k(k)
     whole_number(first_tokens, "first_tokens")
     whole_number(second_tokens, "second_tokens")
-    encoded_one = [mlm.encode(sentence) for sentence in sentences]
-    encoded_two = [mlm.encode(sentence, mask_count=2) for sentence in sentences]
-    hidden = mlm.hidden_at([ids for ids, _ in encoded_one], [p - 1 for _, p in encoded_one]).float()
+    encoded_one = [mlm.encode_masked(sentence) for sentence in sentences]
+    encoded_two = [mlm.encode_masked(sentence, mask_count=2) for sentence in sentences]
+    hidden = mask_features(mlm, [ids for ids, _ in encoded_one], [p for _, p in encoded_one])
     length_probs = lengths(hidden).softmax(-1)
     single = mlm.token_logits(hidden).softmax(-1) * length_probs[:, :1]
-    first = mlm.token_logits(mlm.hidden_at([ids for ids, _ in encoded_two], [p - 1 for _, p in encoded_two]).float())
+    first = mlm.token_logits(mask_features(mlm, [ids for ids, _ in encoded_two], [p for _, p in encoded_two]))
     first_top = first.softmax(-1).topk(first_tokens, dim=-1)
     filled, positions = [], []
     for (ids, position), tokens in zip(encoded_two, first_top.indices.tolist()):
         for token in tokens:
             filled.append(ids[:position] + [token] + ids[position + 1:])
-            positions.append(position)  # the first token's output predicts the second mask
-    second = mlm.token_logits(mlm.hidden_at(filled, positions).float()).softmax(-1)
+            positions.append(position + 1)  # the second mask
+    second = mlm.token_logits(mask_features(mlm, filled, positions)).softmax(-1)
     second_top = second.topk(second_tokens, dim=-1)
     strings = mlm.token_strings
     ranked = []
     for row in range(len(sentences)):
-        candidates = [(strings[t], float(p)) for p, t in zip(*single[row].topk(8 * k + 16))]
+        candidates = [(strings[t], float(p)) for p, t in zip(*single[row].topk(min(8 * k + 16, single.shape[-1])))]
         p_two = float(length_probs[row, 1])
         for j, (p1, t1) in enumerate(zip(first_top.values[row].tolist(), first_top.indices[row].tolist())):
             flat = row * first_tokens + j
@@ -1064,7 +1011,7 @@ def pretrain_gru(gru: GRUDecoder, mlm: MaskedLM, dataset: MTCDataset, settings: 
         return []
     sentences = sorted({example.sentence for example in dataset.examples["train"]})
     targets = language_model_targets(mlm, sentences, settings.gru_pretrain_tokens)
-    tensors = {"target": targets, "first": torch.full((len(sentences),), mlm.separator_id, dtype=torch.long)}
+    tensors = {"target": targets, "first": torch.full((len(sentences),), start_id(mlm), dtype=torch.long)}
 
     def loss_fn(model, batch):
         zeros = batch["first"].new_zeros((batch["first"].shape[0], mlm.hidden_size), dtype=torch.float)

@@ -10,6 +10,7 @@ import torch
 
 from helpers import attention, models, mtc, profiles
 from helpers import masks as M
+from helpers.masked_lm import EncoderMLM, MNTPDecoder
 from helpers.plots import mtc as mtc_plots
 
 SETTINGS = mtc.SETTINGS["smoke"]
@@ -239,13 +240,12 @@ def tiny_mlm():
         pytest.skip(f"the tiny model needs the embedded tokenizer (run `make setup`): {error}")
     model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, dtype="float32", device="cpu", seed=0)
     mask_id = tokenizer("_", add_special_tokens=False).input_ids[0]
-    return mtc.MaskedLM(model.requires_grad_(False), tokenizer, mask_id, tokenizer.eos_token_id, context_tokens=8,
-                        name=profiles.TINY_RANDOM_MODEL)
+    return MNTPDecoder(model.requires_grad_(False), tokenizer, mask_id, context_tokens=8, name=profiles.TINY_RANDOM_MODEL)
 
 
 def test_the_feature_is_the_mntp_output_one_position_before_the_mask(tiny_mlm):
     sentence = "Elizabeth walked with [MASK] to the village of Meryton."
-    ids, position = tiny_mlm.encode(sentence)
+    ids, position = tiny_mlm.encode_masked(sentence)
     assert ids[0] == tiny_mlm.separator_id and ids[position] == tiny_mlm.mask_id
     hidden = attention.forward_with_mask(tiny_mlm.model.get_decoder(), torch.tensor([ids]),
                                          M.bidirectional).last_hidden_state
@@ -259,7 +259,7 @@ def test_the_feature_sees_the_right_context_and_the_context_is_cropped(tiny_mlm)
     right = tiny_mlm.features(["Elizabeth walked with [MASK] to Pemberley."])[0]
     assert not torch.allclose(left, right)  # bidirectional: the words after the mask matter
     long_sentence = " ".join(["word"] * 40) + " [MASK] " + " ".join(["word"] * 40)
-    ids, position = tiny_mlm.encode(long_sentence)
+    ids, position = tiny_mlm.encode_masked(long_sentence)
     assert position == 1 + tiny_mlm.context_tokens and len(ids) == 2 + 2 * tiny_mlm.context_tokens
 
 
@@ -438,7 +438,7 @@ def test_naive_mtc_with_a_sure_length_of_one_is_the_single_token_mlm(tiny_mlm):
 def test_naive_mtc_two_token_scores_are_products_of_the_two_mask_fills(tiny_mlm):
     sentence = "Elizabeth walked with [MASK] to Meryton."
     naive = mtc.naive_complete(tiny_mlm, _biased_lengths(tiny_mlm, 1), [sentence], k=3, first_tokens=2, second_tokens=2)[0]
-    ids, position = tiny_mlm.encode(sentence, mask_count=2)
+    ids, position = tiny_mlm.encode_masked(sentence, mask_count=2)
     first = tiny_mlm.token_logits(tiny_mlm.hidden_at([ids], [position - 1])).softmax(-1)[0]
     t1 = int(first.argmax())
     filled = ids[:position] + [t1] + ids[position + 1:]
@@ -485,3 +485,57 @@ def test_settings_cover_every_profile_and_follow_table_8():
     assert (paper.batch_size, paper.lr, paper.emat_epochs, paper.gru_epochs) == (128, 1e-3, 2, 10)
     assert (paper.gru_layers, paper.gru_dropout, paper.teacher_forcing) == (2, 0.2, 0.5)
     assert paper.max_sentences_per_phrase == 50
+
+
+# --- the same pipeline on an encoder MLM (the paper's BERT), through the one masked-LM interface ----------------
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A tiny random BertForMaskedLM and a local WordPiece tokenizer, saved and loaded back through
+    ``EncoderMLM.from_pretrained`` (the code path that loads bert-base-cased from the Hub)."""
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    words = ("It was who spoke first . Elizabeth walked with to Meryton Mr Darcy Netherfield Park she the and of "
+             "a in sister house ##s ##ing letter Jane Bennet").split()
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=False)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertForMaskedLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return EncoderMLM.from_pretrained(str(folder), device="cpu", context_tokens=8)
+
+
+def test_encoder_mlm_reads_the_mask_itself_and_its_logits_are_the_bert_head(tiny_bert):
+    sentence = "Elizabeth walked with [MASK] to Meryton ."
+    ids, position = tiny_bert.encode_masked(sentence)
+    assert ids[0] == tiny_bert.tokenizer.cls_token_id and ids[-1] == tiny_bert.tokenizer.sep_token_id
+    assert ids[position] == tiny_bert.tokenizer.mask_token_id and tiny_bert.offset == 0
+    features, previous = tiny_bert.features([sentence])
+    with torch.no_grad():
+        logits = tiny_bert.model(input_ids=torch.tensor([ids])).logits[0, position]
+    torch.testing.assert_close(tiny_bert.token_logits(features)[0], logits, atol=1e-4, rtol=1e-4)
+    assert int(previous[0]) == ids[position - 1]
+    other, _ = tiny_bert.features(["Elizabeth walked with [MASK] to Netherfield Park ."])
+    assert not torch.allclose(features, other)  # the words after the mask matter
+
+
+def test_emat_gru_and_naive_mtc_run_on_an_encoder_mlm(tiny_bert):
+    emat = mtc.build_emat(tiny_bert, ["Mr Darcy", "Netherfield Park", "she"])
+    features, previous = tiny_bert.features(["It was [MASK] who spoke first ."])
+    vocab = tiny_bert.output_matrix.shape[0]
+    torch.testing.assert_close(emat(features)[:, :vocab], tiny_bert.token_logits(features))  # BERT's bias included
+    assert "token_bias" in dict(emat.named_parameters())  # trained with the token rows, as the public matrix_plugin
+    gru = mtc.build_gru(tiny_bert, SETTINGS).eval()
+    assert gru.eos_id == tiny_bert.tokenizer.sep_token_id and mtc.start_id(tiny_bert) == tiny_bert.tokenizer.cls_token_id
+    with torch.no_grad():
+        torch.testing.assert_close(gru.output_head(features), tiny_bert.model.cls(features))  # a copy of BERT's cls head
+    assert gru.complete(features, previous, tiny_bert.tokenizer, k=2, beam_size=2, max_steps=3)
+    sentence = "Elizabeth walked with [MASK] to Meryton ."
+    naive = mtc.naive_complete(tiny_bert, _biased_lengths(tiny_bert, 0), [sentence], k=4, first_tokens=2, second_tokens=2)[0]
+    single = mtc.rank_candidates(tiny_bert.token_logits(tiny_bert.features([sentence])[0]).softmax(-1),
+                                 tiny_bert.token_strings, 4)[0]
+    assert [text for text, _ in naive] == [text for text, _ in single]
