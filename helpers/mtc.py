@@ -1408,7 +1408,7 @@ def table3(intervals: dict, unseen: dict | None = None, latency: dict[str, float
     for label, table in (("seen", intervals), ("unseen", unseen or {})):
         for method, groups in table.items():
             row = {}
-            for group in LENGTH_GROUPS if label == "seen" else ("all",):
+            for group in LENGTH_GROUPS:
                 for k, value in groups.get(group, {}).items():
                     row[(group, f"a@{k}")] = _cell(value)
                 if groups.get(group):
@@ -1421,8 +1421,16 @@ def table3(intervals: dict, unseen: dict | None = None, latency: dict[str, float
     return frame
 
 
-def describe_results(results: dict, intervals: dict, unseen: dict | None = None) -> str:
-    """Our Table 3 in words, every number computed from the measured results and intervals."""
+def training_label_share(ranked: Sequence[Sequence[tuple[str, float]]], train_labels: set[str], k: int = 50) -> float:
+    """The share of all top-``k`` completions that are training labels (how closed the ranking is on their set)."""
+    items = [text for row in ranked for text, _ in row[:k]]
+    return sum(text in train_labels for text in items) / max(1, len(items))
+
+
+def describe_results(results: dict, intervals: dict, unseen: dict | None = None,
+                     train_labels: set[str] | None = None) -> str:
+    """Our Table 3 in words, every number computed from the measured results and intervals (and, given the
+    training labels, how much of each method's top-50 on unseen sentences is one of them)."""
     def at(method, group, k, table=intervals):
         value = table.get(method, {}).get(group, {}).get(k)
         return f"{_cell(value)}%" if value else "n/a"
@@ -1447,6 +1455,16 @@ def describe_results(results: dict, intervals: dict, unseen: dict | None = None)
                      f"{next(iter(unseen['emat']['all'].values()))[3]}), a@1 / a@50: "
                      + "; ".join(f"{METHOD_LABELS[m]} {at(m, 'all', 1, unseen)} / {at(m, 'all', 50, unseen)}"
                                  for m in ("emat", "emat_new_rows", "gru", "mlm_vocab", "mlm") if m in unseen))
+        single = unseen["emat"].get("single-token")
+        if single:
+            lines.append(f"  of which one-token gold (n = {next(iter(single.values()))[3]}), a@50: "
+                         + "; ".join(f"{METHOD_LABELS[m]} {at(m, 'single-token', 50, unseen)}"
+                                     for m in ("emat", "emat_new_rows", "mlm") if m in unseen))
+    if train_labels is not None and UNSEEN in results.get("emat", {}):
+        shares = {m: training_label_share(results[m][UNSEEN]["ranked"], train_labels, 50)
+                  for m in ("emat", "emat_new_rows", "mlm") if UNSEEN in results.get(m, {})}
+        lines.append("Share of the top-50 completions on unseen sentences that are training labels: "
+                     + "; ".join(f"{METHOD_LABELS[m]} {100 * v:.1f}%" for m, v in shares.items()) + ".")
     return "\n".join(lines)
 
 

@@ -539,3 +539,9 @@ def test_emat_gru_and_naive_mtc_run_on_an_encoder_mlm(tiny_bert):
     single = mtc.rank_candidates(tiny_bert.token_logits(tiny_bert.features([sentence])[0]).softmax(-1),
                                  tiny_bert.token_strings, 4)[0]
     assert [text for text, _ in naive] == [text for text, _ in single]
+
+
+def test_training_label_share_counts_top_k_items_that_are_training_labels():
+    ranked = [[("she", 0.5), ("Darcy", 0.3), ("xyz", 0.2)], [("Darcy", 0.9), ("abc", 0.1)]]
+    assert mtc.training_label_share(ranked, {"she", "Darcy"}, k=2) == 0.75  # she, Darcy | Darcy, abc
+    assert mtc.training_label_share(ranked, {"she", "Darcy"}, k=3) == 0.6
