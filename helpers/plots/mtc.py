@@ -1,7 +1,6 @@
 """Figures for notebook 06 (EMAT multi-token completion, seed 004). Every callback returns a figure."""
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -9,7 +8,7 @@ import numpy as np
 
 from .. import mtc
 
-__all__ = ["vocabulary_figure", "mtc_training_figure", "coverage_figure", "accuracy_at_k_figure", "accuracy_by_length_figure",
+__all__ = ["vocabulary_figure", "mtc_training_figure", "coverage_figure", "accuracy_by_length_figure",
            "latency_figure", "completion_view"]
 
 _OURS = "#3182bd"
@@ -103,42 +102,6 @@ def coverage_figure(results: dict, split: str = "test") -> plt.Figure:
     axes[1].set_xticks(mtc.KS, [str(k) for k in mtc.KS])
     axes[1].set(xlabel="k", ylabel="accuracy@k (%)", title="EMAT Table 2: limited completion")
     axes[1].legend(frameon=False, fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
-
-
-def accuracy_at_k_figure(results: dict, latency: dict[str, float] | None = None) -> plt.Figure:
-    """Table 3: accuracy@k on seen and unseen test phrases (ours solid, paper dashed) and ms per sentence."""
-    panels = 3 if latency else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.6))
-    for ax, split, title in ((axes[0], "test", "seen phrases (test split)"),
-                             (axes[1], mtc.UNSEEN, "unseen phrases (never a training label)")):
-        for method in ("emat", "emat_new_rows", "gru", "mlm", "naive"):
-            measured = results.get(method, {}).get(split)
-            if measured is None:
-                continue
-            ks = list(measured["accuracy"])
-            ax.plot(ks, [100 * measured["accuracy"][k] for k in ks], marker="o", color=_METHOD_COLORS[method],
-                    label=f"ours: {mtc.METHOD_LABELS[method]}")
-        for paper in ("BERT-Adapted-EMAT", "BERT-Adapted-RNN", "T5-3B"):
-            color, short = _PAPER_STYLES[paper]
-            values = [(k, mtc.PAPER_TABLE3[paper][k]) for k in mtc.KS if not math.isnan(mtc.PAPER_TABLE3[paper][k])]
-            ax.plot([k for k, _ in values], [v for _, v in values], ls="--", lw=1, color=color,
-                    label=f"paper: {short} (seen)")
-        ax.set_xscale("log")
-        ax.set_xticks(mtc.KS, [str(k) for k in mtc.KS])
-        ax.set(xlabel="k", ylabel="accuracy@k (%)", title=title)
-        ax.legend(frameon=False, fontsize=7)
-    if latency:
-        names = ["forward", "mlm", "emat", "emat_new_rows", "gru", "naive"]
-        names = [n for n in names if n in latency]
-        labels = ["MLM forward" if n == "forward" else mtc.METHOD_LABELS[n] for n in names]
-        axes[2].barh(labels, [latency[n] for n in names], color=[_METHOD_COLORS.get(n, _PAPER) for n in names])
-        for y, n in enumerate(names):
-            axes[2].text(latency[n], y, f" {latency[n]:.1f}", va="center", fontsize=8)
-        axes[2].set(xlabel="ms per sentence (batch 1, this machine)", title="inference time (paper: EMAT 15, RNN 44 ms, T4)")
-        axes[2].invert_yaxis()
-    fig.suptitle("EMAT Table 3: multi-token completion")
     fig.tight_layout()
     return fig
 
