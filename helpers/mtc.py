@@ -967,9 +967,11 @@ _TRAINING_FIELDS = ("batch_size", "lr", "emat_epochs", "gru_epochs", "gru_layers
 
 
 def _run_dir(name: str, dataset: MTCDataset, mlm: MaskedLM, settings: MTCSettings) -> Path:
-    """``runs/06_<head>_<hash>``: one folder per dataset, model and training settings, so a rerun resumes it."""
+    """``runs/06_<head>_<hash>``: one folder per dataset, model (name, context, a probe forward) and training
+    settings, so a rerun resumes it and anything that changes the features or the training starts a fresh one."""
     trained_with = {field_name: getattr(settings, field_name) for field_name in _TRAINING_FIELDS}
-    return runs_dir() / f"06_{name}_{_digest(HEADS_VERSION, dataset.key, mlm.name, mlm.context_tokens, trained_with)}"
+    weights = [round(value, 2) for value in _model_fingerprint(mlm)]  # a retrained adapter starts fresh runs
+    return runs_dir() / f"06_{name}_{_digest(HEADS_VERSION, dataset.key, mlm.name, mlm.context_tokens, weights, trained_with)}"
 
 
 def train_emat(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSplit], features: dict[str, torch.Tensor],
