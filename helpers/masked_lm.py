@@ -23,6 +23,7 @@ import torch
 from transformers import DynamicCache
 
 from . import attention
+from .checks import whole_number
 from . import masks as M
 
 SOURCE_STATES = ("same-layer", "last-layer")
@@ -64,9 +65,13 @@ class MaskedLM:
     offset: int = 0
     kind: str = "masked-lm"
 
-    def __init__(self, model, tokenizer, mask_id: int, *, banned_ids: Sequence[int] = (), pad_id: int | None = None):
+    def __init__(self, model, tokenizer, mask_id: int, *, banned_ids: Sequence[int] = (), pad_id: int | None = None,
+                 context_tokens: int = 64, name: str = ""):
         self.model, self.tokenizer = model, tokenizer
         self.mask_id = int(mask_id)
+        self.context_tokens = whole_number(context_tokens, "context_tokens")  # per side, for encode_masked
+        self.name = name or getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
+        self._token_strings: list[str] | None = None
         specials = list(tokenizer.all_special_ids) if tokenizer is not None else []
         self.banned_ids = sorted({self.mask_id, *specials, *map(int, banned_ids)})
         if pad_id is None:
@@ -186,6 +191,104 @@ class MaskedLM:
         return self.head(states[rows, cols])
 
 
+    # -- one masked span in a sentence: what multi-token completion (notebook 06, seed 004) needs
+    MASK_MARKER = "[MASK]"
+
+    @property
+    def output_matrix(self) -> torch.Tensor:
+        """The output (token-prediction) matrix ``(V, H)``."""
+        return self.model.get_output_embeddings().weight
+
+    @property
+    def input_embeddings(self) -> torch.Tensor:
+        """The static input embeddings ``(V, H)``."""
+        return self.model.get_input_embeddings().weight
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.output_matrix.shape[1])
+
+    @property
+    def output_bias(self) -> torch.Tensor | None:
+        """The bias added to the output matrix's logits (BERT, RoBERTa), or None."""
+        return getattr(self.model.get_output_embeddings(), "bias", None)
+
+    @property
+    def token_strings(self) -> list[str]:
+        """Each output row decoded and stripped: the completion a single token stands for ("" for special tokens)."""
+        if self._token_strings is None:
+            specials = set(self.tokenizer.all_special_ids)
+            decoded = self.tokenizer.batch_decode([[i] for i in range(self.output_matrix.shape[0])])
+            self._token_strings = ["" if i in specials else text.strip() for i, text in enumerate(decoded)]
+        return self._token_strings
+
+    def output_transform(self, hidden: torch.Tensor) -> torch.Tensor:
+        """What the head does before the output matrix (BERT's dense -> GELU -> LayerNorm); here nothing."""
+        return hidden
+
+    def output_head(self):
+        """A trainable copy of the head (hidden state -> token logits), e.g. for a decoder built on top (seed 004 §4.2)."""
+        import copy
+
+        head = copy.deepcopy(self._head_module())
+        head.requires_grad_(True)
+        return head
+
+    def _head_module(self):
+        return self.model.get_output_embeddings()
+
+    def token_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """Single-token logits from :meth:`features` (already through :meth:`output_transform`): ``f W^T + b``."""
+        logits = features @ self.output_matrix.float().T
+        bias = self.output_bias
+        return logits if bias is None else logits + bias.float()
+
+    def _wrap(self, content: list[int]) -> tuple[list[int], int]:
+        """``(ids, start)``: ``content`` with the backend's special tokens, and where ``content`` starts."""
+        raise NotImplementedError
+
+    def _text_ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False).input_ids if text else []
+
+    def encode_masked(self, sentence: str, mask_count: int = 1) -> tuple[list[int], int]:
+        """Token ids of a sentence holding :attr:`MASK_MARKER` once, with ``mask_count`` mask tokens in its place and
+        at most :attr:`context_tokens` tokens on each side; and the column of the (first) mask."""
+        whole_number(mask_count, "mask_count")
+        if not isinstance(sentence, str) or sentence.count(self.MASK_MARKER) != 1:
+            count = sentence.count(self.MASK_MARKER) if isinstance(sentence, str) else 0
+            raise ValueError(f"sentence={sentence!r} contains {self.MASK_MARKER} {count} times; expected exactly once")
+        left, right = sentence.split(self.MASK_MARKER)
+        left_ids = self._text_ids(left.rstrip(" "))[-self.context_tokens:] if left.strip() else []
+        right_ids = self._text_ids(right)[:self.context_tokens]
+        ids, start = self._wrap([*left_ids, *[self.mask_id] * mask_count, *right_ids])
+        return ids, start + len(left_ids)
+
+    def phrase_ids(self, phrase: str, spaced: bool) -> list[int]:
+        """A label's tokens as they stand in a sentence (``spaced``: with the space before it)."""
+        return self._text_ids((" " if spaced else "") + phrase)
+
+    @torch.no_grad()
+    def hidden_at(self, sequences: Sequence[Sequence[int]], positions: Sequence[int]) -> torch.Tensor:
+        """Last hidden states at ``positions`` (one per sequence): a right-padded batch under the bidirectional mask."""
+        length = max(len(ids) for ids in sequences)
+        input_ids = torch.full((len(sequences), length), self.pad_id, dtype=torch.long)
+        padding = torch.zeros_like(input_ids)
+        for row, ids in enumerate(sequences):
+            input_ids[row, :len(ids)] = torch.tensor(ids)
+            padding[row, :len(ids)] = 1
+        hidden = self.hidden_states(input_ids, padding, mask=M.bidirectional)  # moved to the model's device there
+        return hidden[torch.arange(len(sequences), device=hidden.device), torch.tensor(positions, device=hidden.device)]
+
+    @torch.no_grad()
+    def features(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The contextual embedding of the mask as the output matrix sees it (the output that predicts the mask,
+        ``offset`` columns before it, through :meth:`output_transform`), float32, and the ids of the tokens before it."""
+        encoded = [self.encode_masked(sentence) for sentence in sentences]
+        hidden = self.hidden_at([ids for ids, _ in encoded], [position - self.offset for _, position in encoded])
+        previous = torch.tensor([ids[position - 1] for ids, position in encoded], device=self.device)
+        return self.output_transform(hidden).float(), previous
+
+
 class EncoderMLM(MaskedLM):
     """Backend (a): an encoder MLM such as BERT or RoBERTa (``AutoModelForMaskedLM``); output l predicts token l (seed 002 §3.1)."""
 
@@ -222,6 +325,38 @@ class EncoderMLM(MaskedLM):
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self._mlm_head(hidden)
 
+    @classmethod
+    def from_pretrained(cls, name: str, *, device=None, dtype=torch.float32, **kwargs) -> "EncoderMLM":
+        """An ``AutoModelForMaskedLM`` and its tokenizer from the Hub (or a local folder), frozen, in eval mode."""
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        from .device import get_device
+
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForMaskedLM.from_pretrained(name, dtype=dtype, attn_implementation="sdpa")
+        model = model.to(device or get_device()).eval().requires_grad_(False)
+        return cls(model, tokenizer, name=kwargs.pop("name", name), **kwargs)
+
+    def _head_module(self):
+        return self._mlm_head
+
+    def output_transform(self, hidden: torch.Tensor) -> torch.Tensor:
+        """BERT's ``cls.predictions.transform`` (dense -> GELU -> LayerNorm) or RoBERTa's ``lm_head`` equivalent."""
+        head = self._mlm_head
+        if hasattr(head, "predictions"):
+            return head.predictions.transform(hidden)
+        import torch.nn.functional as F
+
+        return head.layer_norm(F.gelu(head.dense(hidden)))
+
+    def _wrap(self, content):
+        """``[CLS] content [SEP]`` (``<s> content </s>`` for RoBERTa), as the tokenizer frames one sentence."""
+        first = self.tokenizer.cls_token_id if self.tokenizer.cls_token_id is not None else self.tokenizer.bos_token_id
+        last = self.tokenizer.sep_token_id if self.tokenizer.sep_token_id is not None else self.tokenizer.eos_token_id
+        if first is None or last is None:
+            raise ValueError(f"{self.name}: the tokenizer lacks [CLS]/<s> or [SEP]/</s> to frame a sentence with")
+        return [int(first), *content, int(last)], 1
+
     def _project_source(self, layer_index, states, position_ids):
         attention_module = self.body().encoder.layer[layer_index].attention.self  # post-norm: keys from states as they are
         shape = (*states.shape[:2], -1, attention_module.attention_head_size)
@@ -243,6 +378,18 @@ class MNTPDecoder(MaskedLM):
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.get_output_embeddings()(hidden)
+
+    @property
+    def separator_id(self) -> int:
+        """What precedes a text in the packed blocks the MNTP adapter was trained on (EOS, else BOS)."""
+        token = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else self.tokenizer.bos_token_id
+        if token is None:
+            raise ValueError("the tokenizer has neither EOS nor BOS to open a masked sentence with")
+        return int(token)
+
+    def _wrap(self, content):
+        """``[separator] + content``: a phrase at the start of a sentence still has an output before it."""
+        return [self.separator_id, *content], 1
 
     def _project_source(self, layer_index, states, position_ids):
         """Llama-family (pre-norm, rotary): ``k = RoPE(W_k · norm_i(h_src^L))``, ``v = W_v · norm_i(h_src^L)``."""

@@ -14,14 +14,13 @@ meta tensors do not have: helpers that call the model with its own 2D mask (``me
 was), helpers that pass an already-moved padding mask (``mask_predict``, ``magnet.word_features``), and
 loops that read losses (``evaluate_masked_lm``, ``training.train``).
 """
-from types import SimpleNamespace
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from helpers import attention as A
-from helpers import decoding, magnet, models, mtc
+from helpers import decoding, magnet, models
 from helpers import masks as M
 from helpers import objectives as O
 from helpers import repetition as R
@@ -161,6 +160,6 @@ def test_mask_predict_backend_predicts_from_cpu_inputs(meta):
 
 
 def test_completion_masked_lm_reads_hidden_states_from_cpu_ids(meta):
-    mlm = mtc.MaskedLM(meta, SimpleNamespace(pad_token_id=PAD), mask_id=5, separator_id=1, context_tokens=8)
+    mlm = decoding.MNTPDecoder(meta, None, mask_id=5, pad_id=PAD)
     hidden = mlm.hidden_at([[1, 7, 5, 9], [1, 5, 8]], [1, 0])
     assert on_meta(hidden) and hidden.shape == (2, 64)

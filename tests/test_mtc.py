@@ -2,6 +2,7 @@
 EMAT's extended matrix, the GRU decoder's beam search, naive MTC and the bad-input errors."""
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from helpers import attention, models, mtc, profiles
 from helpers import masks as M
+from helpers.masked_lm import EncoderMLM, MNTPDecoder
 from helpers.plots import mtc as mtc_plots
 
 SETTINGS = mtc.SETTINGS["smoke"]
@@ -92,7 +94,42 @@ def test_trim_span_removes_only_leading_determiners_and_edge_punctuation(nlp):
     assert all(not (value or "").lower().startswith(("the ", "every ")) for value in trimmed.values())
 
 
+def test_noun_chunks_are_cut_to_their_head_keeping_advmod_amod_compound(nlp):
+    doc = nlp("Her younger sister read the very long letter from the village post office.")
+    heads = {chunk.text: mtc.head_of_chunk(chunk).text for chunk in doc.noun_chunks}
+    assert heads["Her younger sister"] == "younger sister"  # "Her" (poss) dropped, "younger" (amod) kept
+    assert heads["the very long letter"] == "very long letter"  # "very" is advmod: kept with its head
+    assert heads["the village post office"] == "village post office"  # compounds kept
+    for chunk in doc.noun_chunks:  # the first token kept is a kept modifier, or the chunk's last token
+        head = mtc.head_of_chunk(chunk)
+        assert head[0].dep_ in mtc.HEAD_MODIFIER_DEPS or len(head) == 1
+        assert head.end == chunk.end
+
+
+def test_entities_win_over_noun_chunks_and_pronouns_are_flagged(nlp):
+    text = "She met Mr. Darcy at Pemberley House yesterday."
+    spans = mtc.phrase_spans(nlp(text))
+    phrases = {text[start:end]: pronoun for start, end, pronoun in spans}
+    assert phrases.get("She") is True
+    assert all(not pronoun for phrase, pronoun in phrases.items() if phrase != "She")
+    covered = [set(range(start, end)) for start, end, _ in spans]
+    assert all(not a & b for i, a in enumerate(covered) for b in covered[i + 1:])  # no overlapping spans
+    assert mtc.pronoun_phrases([text], [spans]) == {"She"}
+
+
 # --- masked sentences and the unseen split ------------------------------------------------------------
+
+
+def test_each_sentence_masks_exactly_one_of_its_vocabulary_phrases():
+    text = "Jane and Elizabeth walked to Meryton with Kitty."
+    spans = [(text.index(name), text.index(name) + len(name), False) for name in ("Jane", "Elizabeth", "Meryton", "Kitty")]
+    pairs = [(text, "train"), (text, "train"), ("Kitty laughed.", "train")]
+    examples = mtc.masked_examples(pairs, [spans, spans, [(0, 5, False)]], ["Jane", "Elizabeth", "Kitty"], [],
+                                   max_per_phrase=5, seed=0)
+    sentences = Counter(example.sentence for example in examples["train"])
+    assert sentences == Counter({text: 1, "Kitty laughed.": 1})  # one span per unique sentence
+    chosen = next(e for e in examples["train"] if e.sentence == text)
+    assert chosen.phrase in {"Jane", "Elizabeth", "Kitty"}  # a vocabulary phrase ("Meryton" is not one)
 
 
 def _synthetic_corpus():
@@ -157,7 +194,8 @@ def smoke_dataset():
 def test_on_austen_unseen_phrases_are_never_a_label_outside_the_unseen_split(smoke_dataset):
     unseen = set(smoke_dataset.unseen_phrases)
     assert unseen and unseen < set(smoke_dataset.vocabulary)
-    assert {example.phrase for example in smoke_dataset.examples[mtc.UNSEEN]} == unseen
+    labelled = {example.phrase for example in smoke_dataset.examples[mtc.UNSEEN]}
+    assert labelled and labelled <= unseen  # one span per sentence: a rare unseen phrase may lose every sentence
     for split in ("train", "validation", "test"):
         assert not {example.phrase for example in smoke_dataset.examples[split]} & unseen
 
@@ -202,13 +240,12 @@ def tiny_mlm():
         pytest.skip(f"the tiny model needs the embedded tokenizer (run `make setup`): {error}")
     model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, dtype="float32", device="cpu", seed=0)
     mask_id = tokenizer("_", add_special_tokens=False).input_ids[0]
-    return mtc.MaskedLM(model.requires_grad_(False), tokenizer, mask_id, tokenizer.eos_token_id, context_tokens=8,
-                        name=profiles.TINY_RANDOM_MODEL)
+    return MNTPDecoder(model.requires_grad_(False), tokenizer, mask_id, context_tokens=8, name=profiles.TINY_RANDOM_MODEL)
 
 
 def test_the_feature_is_the_mntp_output_one_position_before_the_mask(tiny_mlm):
     sentence = "Elizabeth walked with [MASK] to the village of Meryton."
-    ids, position = tiny_mlm.encode(sentence)
+    ids, position = tiny_mlm.encode_masked(sentence)
     assert ids[0] == tiny_mlm.separator_id and ids[position] == tiny_mlm.mask_id
     hidden = attention.forward_with_mask(tiny_mlm.model.get_decoder(), torch.tensor([ids]),
                                          M.bidirectional).last_hidden_state
@@ -222,7 +259,7 @@ def test_the_feature_sees_the_right_context_and_the_context_is_cropped(tiny_mlm)
     right = tiny_mlm.features(["Elizabeth walked with [MASK] to Pemberley."])[0]
     assert not torch.allclose(left, right)  # bidirectional: the words after the mask matter
     long_sentence = " ".join(["word"] * 40) + " [MASK] " + " ".join(["word"] * 40)
-    ids, position = tiny_mlm.encode(long_sentence)
+    ids, position = tiny_mlm.encode_masked(long_sentence)
     assert position == 1 + tiny_mlm.context_tokens and len(ids) == 2 + 2 * tiny_mlm.context_tokens
 
 
@@ -255,6 +292,85 @@ def test_emat_with_an_empty_vocabulary_is_an_error(tiny_mlm):
 def _tiny_gru(tiny_mlm, seed=0):
     torch.manual_seed(seed)
     return mtc.build_gru(tiny_mlm, SETTINGS).eval()
+
+
+def test_gru_loss_on_live_rows_equals_the_cross_entropy_over_the_padded_batch(tiny_mlm):
+    gru = _tiny_gru(tiny_mlm, seed=2)
+    hidden, first = torch.randn(3, tiny_mlm.hidden_size), torch.tensor([5, 6, 7])
+    targets = torch.tensor([[9, 2, -100, -100], [4, 8, 3, 2], [11, 2, -100, -100]])
+    with torch.no_grad():
+        logits = gru(hidden, first, targets, teacher_forcing=1.0)
+        reference = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                                       ignore_index=-100)
+        assert float(gru.loss(hidden, first, targets)) == pytest.approx(float(reference), rel=1e-5)
+        changed = targets.clone()
+        changed[0, 0] = 10  # the first target moves the loss
+        assert float(gru.loss(hidden, first, changed)) != pytest.approx(float(reference), rel=1e-5)
+
+
+def test_gru_trains_copies_of_the_embeddings_and_output_head_through_ff_and_gelu(tiny_mlm):
+    gru = _tiny_gru(tiny_mlm)
+    torch.testing.assert_close(gru.embedding.weight, tiny_mlm.input_embeddings)
+    torch.testing.assert_close(gru.output_head.weight, tiny_mlm.output_matrix)
+    assert gru.embedding.weight.data_ptr() != tiny_mlm.input_embeddings.data_ptr()
+    assert gru.output_head.weight.data_ptr() != tiny_mlm.output_matrix.data_ptr()
+    assert gru.embedding.weight.requires_grad and gru.output_head.weight.requires_grad
+    hidden, tokens = torch.randn(2, tiny_mlm.hidden_size), torch.tensor([3, 4])
+    state = gru.initial_state(hidden)
+    with torch.no_grad():
+        logits, _ = gru.step(tokens, state, hidden)
+        output, _ = gru.gru(gru.embedding(tokens).unsqueeze(1), state)
+        combined = torch.cat([output[:, 0], gru.embedding(tokens), hidden], dim=-1)
+        expected = torch.nn.functional.gelu(gru.feed_forward(combined)) @ tiny_mlm.output_matrix.T
+    torch.testing.assert_close(logits, expected)
+    frozen = mtc.build_gru(tiny_mlm, dataclasses.replace(SETTINGS, gru_train_embeddings=False))
+    assert not frozen.embedding.weight.requires_grad and not frozen.output_head.weight.requires_grad
+
+
+def test_language_model_targets_end_with_eos_only_when_the_sentence_ends(tiny_mlm):
+    tokenizer = tiny_mlm.tokenizer
+    short, long = "She smiled.", "It is a truth universally acknowledged, that a single man must be in want."
+    targets = mtc.language_model_targets(tiny_mlm, [short, long], max_tokens=6)
+    short_ids = tokenizer(short, add_special_tokens=False).input_ids
+    assert targets[0, :len(short_ids) + 1].tolist() == [*short_ids, tokenizer.eos_token_id]
+    assert targets[1].tolist() == tokenizer(long, add_special_tokens=False).input_ids[:6]
+    with pytest.raises(ValueError, match="sentences is empty"):
+        mtc.language_model_targets(tiny_mlm, [], max_tokens=6)
+
+
+def test_closed_vocabulary_baseline_ranks_phrases_by_the_first_token_probability(tiny_mlm):
+    phrases = ["Mr. Darcy", "Mrs. Bennet", "Elizabeth", "she", "Netherfield Park"]
+    prior = Counter({"Mrs. Bennet": 5, "Mr. Darcy": 2})
+    baseline = mtc.ClosedVocabularyMLM(tiny_mlm, phrases, prior)
+    hidden, _ = tiny_mlm.features(["It was [MASK] who spoke first."])
+    probabilities = tiny_mlm.token_logits(hidden).softmax(-1)[0]
+    first = {p: tiny_mlm.tokenizer(" " + p, add_special_tokens=False).input_ids[0] for p in phrases}
+    ranked = baseline.complete(hidden, k=len(phrases))[0]
+    assert sorted(text for text, _ in ranked) == sorted(phrases)
+    for text, score in ranked:
+        assert score == pytest.approx(float(probabilities[first[text]]))
+    assert [score for _, score in ranked] == sorted((score for _, score in ranked), reverse=True)
+    if first["Mr. Darcy"] == first["Mrs. Bennet"]:  # a shared first token: the more frequent label first
+        names = [text for text, _ in ranked]
+        assert names.index("Mrs. Bennet") < names.index("Mr. Darcy")
+    prior_only = mtc.LabelPrior(phrases, prior).complete(torch.zeros(2, tiny_mlm.hidden_size), k=2)
+    assert [[text for text, _ in row] for row in prior_only] == [["Mrs. Bennet", "Mr. Darcy"]] * 2
+
+
+def test_accuracy_intervals_split_by_gold_length_and_contain_the_value():
+    ranked = [[("a", 1.0)], [("x", 1.0)], [("b c", 1.0)], [("b c", 1.0)]]
+    gold, lengths = ["a", "b", "b c", "d e"], [1, 1, 2, 2]
+    scores = mtc._scores(ranked, gold, lengths, (1,), None)
+    assert scores["hits"][1] == [1, 0, 1, 0]
+    table = mtc.accuracy_intervals({"emat": {"test": scores}}, ks=(1,), resamples=200)
+    assert table["emat"]["all"][1][0] == 0.5 and table["emat"]["all"][1][3] == 4
+    assert table["emat"]["single-token"][1][0] == 0.5 and table["emat"]["multi-token"][1][3] == 2
+    for group in mtc.LENGTH_GROUPS:
+        value, low, high, _ = table["emat"][group][1]
+        assert low <= value <= high
+    assert mtc.group_rows(lengths, "multi-token") == [2, 3]
+    with pytest.raises(ValueError, match="group='long'"):
+        mtc.group_rows(lengths, "long")
 
 
 def test_gru_starts_from_the_mask_embedding_in_every_layer(tiny_mlm):
@@ -322,7 +438,7 @@ def test_naive_mtc_with_a_sure_length_of_one_is_the_single_token_mlm(tiny_mlm):
 def test_naive_mtc_two_token_scores_are_products_of_the_two_mask_fills(tiny_mlm):
     sentence = "Elizabeth walked with [MASK] to Meryton."
     naive = mtc.naive_complete(tiny_mlm, _biased_lengths(tiny_mlm, 1), [sentence], k=3, first_tokens=2, second_tokens=2)[0]
-    ids, position = tiny_mlm.encode(sentence, mask_count=2)
+    ids, position = tiny_mlm.encode_masked(sentence, mask_count=2)
     first = tiny_mlm.token_logits(tiny_mlm.hidden_at([ids], [position - 1])).softmax(-1)[0]
     t1 = int(first.argmax())
     filled = ids[:position] + [t1] + ids[position + 1:]
@@ -342,6 +458,8 @@ def test_completer_rejects_bad_k_method_and_masks(tiny_mlm):
         completer.complete("It was [MASK].", "emat", k=0)
     with pytest.raises(ValueError, match="method='emat_new_rows'"):  # only when the ablation EMAT is given
         completer.complete("It was [MASK].", "emat_new_rows", k=3)
+    with pytest.raises(ValueError, match="method='mlm_vocab'"):  # only when the baseline is given
+        completer.complete("It was [MASK].", "mlm_vocab", k=3)
     with pytest.raises(ValueError, match="method='t5'"):
         completer.complete("It was [MASK].", "t5", k=3)
     with pytest.raises(ValueError, match="sentence=.*0 times"):
@@ -367,3 +485,63 @@ def test_settings_cover_every_profile_and_follow_table_8():
     assert (paper.batch_size, paper.lr, paper.emat_epochs, paper.gru_epochs) == (128, 1e-3, 2, 10)
     assert (paper.gru_layers, paper.gru_dropout, paper.teacher_forcing) == (2, 0.2, 0.5)
     assert paper.max_sentences_per_phrase == 50
+
+
+# --- the same pipeline on an encoder MLM (the paper's BERT), through the one masked-LM interface ----------------
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A tiny random BertForMaskedLM and a local WordPiece tokenizer, saved and loaded back through
+    ``EncoderMLM.from_pretrained`` (the code path that loads bert-base-cased from the Hub)."""
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    words = ("It was who spoke first . Elizabeth walked with to Meryton Mr Darcy Netherfield Park she the and of "
+             "a in sister house ##s ##ing letter Jane Bennet").split()
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=False)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertForMaskedLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return EncoderMLM.from_pretrained(str(folder), device="cpu", context_tokens=8)
+
+
+def test_encoder_mlm_reads_the_mask_itself_and_its_logits_are_the_bert_head(tiny_bert):
+    sentence = "Elizabeth walked with [MASK] to Meryton ."
+    ids, position = tiny_bert.encode_masked(sentence)
+    assert ids[0] == tiny_bert.tokenizer.cls_token_id and ids[-1] == tiny_bert.tokenizer.sep_token_id
+    assert ids[position] == tiny_bert.tokenizer.mask_token_id and tiny_bert.offset == 0
+    features, previous = tiny_bert.features([sentence])
+    with torch.no_grad():
+        logits = tiny_bert.model(input_ids=torch.tensor([ids])).logits[0, position]
+    torch.testing.assert_close(tiny_bert.token_logits(features)[0], logits, atol=1e-4, rtol=1e-4)
+    assert int(previous[0]) == ids[position - 1]
+    other, _ = tiny_bert.features(["Elizabeth walked with [MASK] to Netherfield Park ."])
+    assert not torch.allclose(features, other)  # the words after the mask matter
+
+
+def test_emat_gru_and_naive_mtc_run_on_an_encoder_mlm(tiny_bert):
+    emat = mtc.build_emat(tiny_bert, ["Mr Darcy", "Netherfield Park", "she"])
+    features, previous = tiny_bert.features(["It was [MASK] who spoke first ."])
+    vocab = tiny_bert.output_matrix.shape[0]
+    torch.testing.assert_close(emat(features)[:, :vocab], tiny_bert.token_logits(features))  # BERT's bias included
+    assert "token_bias" in dict(emat.named_parameters())  # trained with the token rows, as the public matrix_plugin
+    gru = mtc.build_gru(tiny_bert, SETTINGS).eval()
+    assert gru.eos_id == tiny_bert.tokenizer.sep_token_id and mtc.start_id(tiny_bert) == tiny_bert.tokenizer.cls_token_id
+    with torch.no_grad():
+        torch.testing.assert_close(gru.output_head(features), tiny_bert.model.cls(features))  # a copy of BERT's cls head
+    assert gru.complete(features, previous, tiny_bert.tokenizer, k=2, beam_size=2, max_steps=3)
+    sentence = "Elizabeth walked with [MASK] to Meryton ."
+    naive = mtc.naive_complete(tiny_bert, _biased_lengths(tiny_bert, 0), [sentence], k=4, first_tokens=2, second_tokens=2)[0]
+    single = mtc.rank_candidates(tiny_bert.token_logits(tiny_bert.features([sentence])[0]).softmax(-1),
+                                 tiny_bert.token_strings, 4)[0]
+    assert [text for text, _ in naive] == [text for text, _ in single]
+
+
+def test_training_label_share_counts_top_k_items_that_are_training_labels():
+    ranked = [[("she", 0.5), ("Darcy", 0.3), ("xyz", 0.2)], [("Darcy", 0.9), ("abc", 0.1)]]
+    assert mtc.training_label_share(ranked, {"she", "Darcy"}, k=2) == 0.75  # she, Darcy | Darcy, abc
+    assert mtc.training_label_share(ranked, {"she", "Darcy"}, k=3) == 0.6

@@ -1,7 +1,6 @@
 """Figures for notebook 06 (EMAT multi-token completion, seed 004). Every callback returns a figure."""
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -9,11 +8,13 @@ import numpy as np
 
 from .. import mtc
 
-__all__ = ["vocabulary_figure", "mtc_training_figure", "coverage_figure", "accuracy_at_k_figure", "completion_view"]
+__all__ = ["vocabulary_figure", "mtc_training_figure", "coverage_figure", "accuracy_by_length_figure",
+           "latency_figure", "completion_view"]
 
 _OURS = "#3182bd"
 _PAPER = "#bdbdbd"
-_METHOD_COLORS = {"emat": "#3182bd", "gru": "#e6550d", "mlm": "#31a354", "naive": "#756bb1", "emat_new_rows": "#9ecae1"}
+_METHOD_COLORS = {"emat": "#3182bd", "gru": "#e6550d", "mlm": "#31a354", "naive": "#756bb1", "emat_new_rows": "#9ecae1",
+                  "mlm_vocab": "#a1d99b", "prior": "#969696"}
 _LABEL_COLORS = {mtc.METHOD_LABELS[method]: color for method, color in _METHOD_COLORS.items()}
 _PAPER_STYLES = {"BERT-Adapted-EMAT": ("#3182bd", "EMAT"), "BERT-Adapted-RNN": ("#e6550d", "RNN"),
                  "T5-3B": ("#636363", "T5-3B"), "T5-base": ("#969696", "T5-base")}
@@ -105,38 +106,56 @@ def coverage_figure(results: dict, split: str = "test") -> plt.Figure:
     return fig
 
 
-def accuracy_at_k_figure(results: dict, latency: dict[str, float] | None = None) -> plt.Figure:
-    """Table 3: accuracy@k on seen and unseen test phrases (ours solid, paper dashed) and ms per sentence."""
-    panels = 3 if latency else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.6))
-    for ax, split, title in ((axes[0], "test", "seen phrases (test split)"),
-                             (axes[1], mtc.UNSEEN, "unseen phrases (never a training label)")):
-        for method in ("emat", "emat_new_rows", "gru", "mlm", "naive"):
-            measured = results.get(method, {}).get(split)
-            if measured is None:
-                continue
-            ks = list(measured["accuracy"])
-            ax.plot(ks, [100 * measured["accuracy"][k] for k in ks], marker="o", color=_METHOD_COLORS[method],
-                    label=f"ours: {mtc.METHOD_LABELS[method]}")
-        for paper in ("BERT-Adapted-EMAT", "BERT-Adapted-RNN", "T5-3B"):
-            color, short = _PAPER_STYLES[paper]
-            values = [(k, mtc.PAPER_TABLE3[paper][k]) for k in mtc.KS if not math.isnan(mtc.PAPER_TABLE3[paper][k])]
-            ax.plot([k for k, _ in values], [v for _, v in values], ls="--", lw=1, color=color,
-                    label=f"paper: {short} (seen)")
-        ax.set_xscale("log")
-        ax.set_xticks(mtc.KS, [str(k) for k in mtc.KS])
-        ax.set(xlabel="k", ylabel="accuracy@k (%)", title=title)
-        ax.legend(frameon=False, fontsize=7)
-    if latency:
-        names = ["forward", "mlm", "emat", "emat_new_rows", "gru", "naive"]
-        names = [n for n in names if n in latency]
-        labels = ["MLM forward" if n == "forward" else mtc.METHOD_LABELS[n] for n in names]
-        axes[2].barh(labels, [latency[n] for n in names], color=[_METHOD_COLORS.get(n, _PAPER) for n in names])
-        for y, n in enumerate(names):
-            axes[2].text(latency[n], y, f" {latency[n]:.1f}", va="center", fontsize=8)
-        axes[2].set(xlabel="ms per sentence (batch 1, this machine)", title="inference time (paper: EMAT 15, RNN 44 ms, T4)")
-        axes[2].invert_yaxis()
-    fig.suptitle("EMAT Table 3: multi-token completion")
+def accuracy_by_length_figure(intervals: dict, unseen: dict | None = None) -> plt.Figure:
+    """accuracy@k (k = 1, 10, 50) of every method by gold length, with 95% bootstrap intervals: all seen test
+    sentences, those whose label is one token, those whose label is several, and the unseen phrases.
+
+    ``intervals`` (and ``unseen``) come from ``helpers.mtc.accuracy_intervals``; the paper's Table 3 (all seen
+    sentences, BERT-Adapted EMAT / RNN) is drawn as dashes in the first panel."""
+    panels = [("all", intervals, "seen test: all"), ("single-token", intervals, "seen test: gold is 1 token"),
+              ("multi-token", intervals, "seen test: gold is 2+ tokens")]
+    if unseen:
+        panels.append(("all", unseen, "unseen phrases: all"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), sharey=True)
+    for ax, (group, table, title) in zip(np.atleast_1d(axes), panels):
+        methods = [m for m in mtc.METHODS if m in table and table[m].get(group)]
+        ks = list(table[methods[0]][group]) if methods else []
+        width = 0.8 / max(1, len(methods))
+        for j, method in enumerate(methods):
+            cells = table[method][group]
+            x = np.arange(len(ks)) + (j - (len(methods) - 1) / 2) * width
+            values = np.array([100 * cells[k][0] for k in ks])
+            errors = np.array([[100 * (cells[k][0] - cells[k][1]) for k in ks], [100 * (cells[k][2] - cells[k][0]) for k in ks]])
+            ax.bar(x, values, width, yerr=errors, capsize=2, color=_METHOD_COLORS.get(method, _OURS),
+                   label=mtc.METHOD_LABELS[method], error_kw={"lw": 0.8})
+        n = next(iter(table[methods[0]][group].values()))[3] if methods else 0
+        if group == "all" and table is intervals:
+            for paper in ("BERT-Adapted-EMAT", "BERT-Adapted-RNN"):
+                color, short = _PAPER_STYLES[paper]
+                for i, k in enumerate(ks):
+                    ax.hlines(mtc.PAPER_TABLE3[paper][k], i - 0.4, i + 0.4, colors=color, linestyles="--", lw=1,
+                              label=f"paper: {short}" if i == 0 else None)
+        ax.set_xticks(np.arange(len(ks)), [f"a@{k}" for k in ks])
+        ax.set(title=f"{title} (n = {n})", ylim=(0, 100))
+    np.atleast_1d(axes)[0].set_ylabel("accuracy@k (%), 95% bootstrap interval")
+    np.atleast_1d(axes)[0].legend(frameon=False, fontsize=7)
+    fig.suptitle("EMAT Table 3 by gold length: every method on the same, whole test split")
+    fig.tight_layout()
+    return fig
+
+
+def latency_figure(latency: dict[str, float]) -> plt.Figure:
+    """Milliseconds per sentence (batch 1, trained heads, interleaved) and the ratio to the bare masked-LM forward."""
+    names = [n for n in ("forward", "mlm", "emat", "emat_new_rows", "gru") if n in latency]
+    labels = ["masked-LM forward" if n == "forward" else mtc.METHOD_LABELS[n] for n in names]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.2))
+    ax.barh(labels, [latency[n] for n in names], color=[_METHOD_COLORS.get(n, _PAPER) for n in names])
+    for y, n in enumerate(names):
+        ax.text(latency[n], y, f" {latency[n]:.1f} ms ({latency[n] / latency['forward']:.2f}x forward)", va="center", fontsize=8)
+    ax.set(xlabel="ms per sentence (median, batch 1, this machine)",
+           title="inference time (paper, T4: EMAT 15 ms, RNN 44 ms)")
+    ax.set_xlim(0, 1.45 * max(latency[n] for n in names))
+    ax.invert_yaxis()
     fig.tight_layout()
     return fig
 
