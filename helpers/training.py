@@ -157,7 +157,7 @@ def _truncate_metrics(run_dir: Path, after_step: int) -> None:
 
 def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, config: TrainConfig, run_dir,
           evaluate: Callable | None = None, resume: bool = True, stop_after: int | None = None,
-          progress: bool = True) -> list[dict]:
+          progress: bool = True, lr_lambda: Callable[[int], float] | None = None) -> list[dict]:
     """Train ``model``'s trainable parameters; returns the run's metric records.
 
     Args:
@@ -165,6 +165,8 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         loss_fn: ``(model, batch) -> {"loss": ...}``.
         evaluate: ``model -> {name: float}``, run at step 0, every ``eval_every`` steps and at the end.
         stop_after: stop (as if interrupted) once this step is done; a checkpoint is written there.
+        lr_lambda: ``step -> factor``; step ``s`` (0-based) uses ``config.lr * lr_lambda(s)`` (a pure function of
+            the step, so resuming needs no scheduler state). None keeps ``config.lr`` (see :func:`linear_decay`).
     """
     from accelerate import Accelerator
 
@@ -201,6 +203,9 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
             total += float(loss.detach())
         if config.max_grad_norm:
             accelerator.clip_grad_norm_(parameters, config.max_grad_norm)
+        if lr_lambda is not None:
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * float(lr_lambda(step))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         done = step + 1
@@ -212,6 +217,12 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
             save_checkpoint(run_dir, accelerator.unwrap_model(model), optimizer, done)
     model.eval()
     return read_metrics(run_dir)
+
+
+def linear_decay(steps: int) -> Callable[[int], float]:
+    """The HF Trainer default schedule (no warm-up): step ``s`` of ``steps`` runs at ``1 - s / steps`` of the lr."""
+    steps = whole_number(steps, "steps")
+    return lambda step: max(0.0, 1.0 - step / steps)
 
 
 def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:
