@@ -280,7 +280,7 @@ _GPU = RepetitionSettings(
     block_sentences=16, block_max_tokens=24, dataset="conll2003", tasks=("ner",),
     train_sentences=4000, validation_sentences=500, test_sentences=None, max_words=1000,
     seeds=(5, 29, 42), steps=400, batch_size=8, grad_accum=4, eval_every=100, checkpoint_every=100, qlora=True,
-    exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
+    exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5, probe_train_sentences=1000,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 # paper: §3.3 and App. A.4: 10 epochs of CoNLL03 (14,041 sentences, effective batch 32), best epoch on validation,
@@ -291,7 +291,7 @@ _PAPER = RepetitionSettings(
     train_sentences=None, validation_sentences=None, test_sentences=None, max_words=1000,
     seeds=PAPER_SEEDS, steps=4388, batch_size=8, grad_accum=4, eval_every=439, checkpoint_every=439, qlora=True,
     gradient_checkpointing=True, pad_policy="masked", exit_seeds=PAPER_SEEDS, speed_sentences=1024,
-    speed_batch_size=32, speed_trials=5,
+    speed_batch_size=32, speed_trials=5, probe_train_sentences=500,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 SETTINGS = {"smoke": _SMOKE, "cpu": _CPU, "gpu": _GPU, "paper": _PAPER}
@@ -1045,7 +1045,7 @@ def describe_repetitions(summary) -> str:
             jumps = [values[b] - values[a] for a, b in zip(list(values), list(values)[1:])]
             line += (f" r=1 {'beats' if values[1] > values[0] else 'does not beat'} r=0 by {values[1] - values[0]:+.1f}; "
                      f"the largest step is {'0 -> 1' if jumps and max(jumps) == jumps[0] else 'elsewhere'}; "
-                     f"best r = {max(values, key=values.get)}.")
+                     f"best r on validation = {best_sr_r(summary, task)}.")
         for kind in ("middle", "full"):
             base = summary[(summary.task == task) & (summary.kind == kind)]
             if not base.empty and values:
@@ -1392,12 +1392,19 @@ def f1_comparison(results, tagging: TaggingData, first: dict, second: dict | Non
 EXIT_MARGIN = 2.0  # F1 points: "an exit matches the last layer" read as "is not worse by more than this"
 
 
-def notebook_claims(views: dict, results, tagging: TaggingData, probe: dict | None, num_layers: int,
-                    settings: RepetitionSettings, figure_prefix: str = "figures/04_") -> list:
+def notebook_claims(views: dict, results: Sequence, tagging: TaggingData, probe: dict | None, num_layers: int,
+                    figure_prefix: str = "figures/04_") -> list:
     """Notebook 04's ledger rows: Fig. 1 shares, Fig. 2 (r=0 vs r=1), Table 1 (SR vs middle and full unmasking),
-    Fig. 5 (exit vs full depth, fine-tuned and probed). ``results`` holds every fine-tuned run of ``tagging.task``."""
+    Fig. 5 (exit vs full depth, fine-tuned and probed). ``results`` are tables from :func:`run_experiments`; the
+    rows of ``tagging.task`` are used."""
+    import pandas as pd
+
     from .claims import Claim, verdict_for_difference
 
+    results = pd.concat(list(results), ignore_index=True)
+    results = results[results.task == tagging.task]
+    if results.empty:
+        raise ValueError(f"results hold no runs of task={tagging.task!r}")
     rows = []
     common = dict(notebook="04", paper="003")
 
