@@ -399,3 +399,19 @@ def test_the_probe_scores_every_layer_of_the_frozen_decoder(tiny):
     assert all(len(counts) == 6 for counts in probe[1])
     table = R.probe_table(probe, resamples=20)
     assert len(table) == 2 * (body.config.num_hidden_layers + 1) and (table.low <= table.f1).all()
+
+
+def test_parallel_training_processes_give_the_results_of_one_process(tmp_path, tiny, monkeypatch):
+    from helpers import paths
+
+    _, tokenizer = tiny
+    tagging = toy_data(tokenizer)
+    base = dataclasses.replace(R.SETTINGS["smoke"], steps=2, batch_size=2, lora_r=2, lora_alpha=2, eval_every=1)
+    found = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path / f"w{workers}")
+        settings = dataclasses.replace(base, workers=workers, threads=1)
+        table = R.run_experiments({"ner": tagging}, [R.Strategy("sr", 0), R.Strategy("sr", 1)], (0, 1), settings,
+                                  model_name="tiny-random:llama", run_prefix="t", progress=False)
+        found[workers] = table[["strategy", "seed", "validation_f1", "test_f1", "test_predictions"]].to_dict("records")
+    assert found[1] == found[2] and len(found[1]) == 4
