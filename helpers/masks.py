@@ -256,12 +256,13 @@ def middle_unmasked_layers(num_layers: int) -> tuple[int, int]:
     """The inclusive (lb, ub) layer indices that lose the causal mask (seed 003 App. A.3.1).
 
     ``N_u = ⌊N/3⌋_even``, ``lb = N/2 - 1 - N_u/2``, ``ub = N/2 + N_u/2``; ``⌊·⌋_even`` rounds down to
-    an even number, and ``N/2`` is taken as ``N // 2`` for odd depths.
+    an even number. ``N/2`` is a true division, as in the authors' code (float bounds, ``lb <= i <= ub``): for
+    odd N the bounds are half-integers and the integer layers inside them are ``ceil(lb)..floor(ub)``.
     """
     whole_number(num_layers, "num_layers", 3)
     unmasked = (num_layers // 3) // 2 * 2
-    middle = num_layers // 2
-    return middle - 1 - unmasked // 2, middle + unmasked // 2
+    lower, upper = num_layers / 2 - 1 - unmasked / 2, num_layers / 2 + unmasked / 2
+    return math.ceil(lower), math.floor(upper)
 
 
 def middle_unmasking(num_layers: int) -> list[Mask]:

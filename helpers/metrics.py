@@ -193,3 +193,63 @@ def seed_interval(values: Sequence[float]) -> tuple[float, float | None, float |
     if len(values) == 1:
         return mean, None, None
     return mean, mean - half, mean + half
+
+
+def entity_counts(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]) -> list[tuple[int, int, int]]:
+    """Per sentence, ``(correct, predicted, gold)`` entity counts under seqeval's strict IOB2 scheme. Summed over
+    any set of sentences they give that set's micro F1, ``2 · correct / (predicted + gold)`` (:func:`f1_from_counts`),
+    so a bootstrap over sentences needs no re-parsing."""
+    from seqeval.scheme import IOB2, Entities
+
+    if len(true_tags) != len(pred_tags):
+        raise ValueError(f"true_tags has {len(true_tags)} sentences but pred_tags has {len(pred_tags)}")
+    counts = []
+    for index, (truth, prediction) in enumerate(zip(true_tags, pred_tags)):
+        if len(truth) != len(prediction):
+            raise ValueError(f"sentence {index}: {len(truth)} true tags but {len(prediction)} predicted")
+        gold = {entity.to_tuple()[1:] for entity in Entities([list(truth)], IOB2, suffix=False).entities[0]}
+        guessed = {entity.to_tuple()[1:] for entity in Entities([list(prediction)], IOB2, suffix=False).entities[0]}
+        counts.append((len(gold & guessed), len(guessed), len(gold)))
+    return counts
+
+
+def f1_from_counts(counts) -> float:
+    """Micro F1 from summed ``(correct, predicted, gold)`` counts (0 when there is nothing to score)."""
+    import numpy as np
+
+    correct, predicted, gold = np.asarray(counts, dtype=float).reshape(-1, 3).sum(0)
+    return 0.0 if predicted + gold == 0 else float(2 * correct / (predicted + gold))
+
+
+def seed_and_example_interval(groups: Sequence, statistic, *, resamples: int = 2000, seed: int = 0,
+                              level: float = 0.95) -> tuple[float, float, float]:
+    """``(value, low, high)`` of ``statistic`` with a two-level bootstrap: seeds, then examples, with replacement.
+
+    ``groups[s]`` holds run ``s``'s per-example records (the same examples, in the same order, for every seed:
+    pair two systems by putting both in one record). ``statistic(runs)`` maps a list of such per-seed record
+    lists to a number, e.g. the seed mean of an F1 difference. Each replicate draws the seeds and one shared
+    set of example indices, so both the seed spread and the test-set spread enter the interval; with one seed
+    only the examples vary.
+    """
+    import numpy as np
+
+    groups = [list(group) for group in groups]
+    if not groups or not groups[0]:
+        raise ValueError("groups is empty; the bootstrap needs at least one seed with one example")
+    sizes = {len(group) for group in groups}
+    if len(sizes) != 1:
+        raise ValueError(f"groups have {sorted(sizes)} examples; every seed must score the same examples")
+    resamples = whole_number(resamples, "resamples")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1)")
+    value = float(statistic(groups))
+    generator = np.random.default_rng(seed)
+    size = sizes.pop()
+    replicates = []
+    for _ in range(resamples):
+        chosen = generator.integers(0, len(groups), len(groups))
+        rows = generator.integers(0, size, size)
+        replicates.append(statistic([[groups[s][i] for i in rows] for s in chosen]))
+    tail = (1 - level) / 2
+    low, high = np.quantile(np.asarray(replicates, dtype=float), [tail, 1 - tail])
+    return value, float(low), float(high)

@@ -56,47 +56,107 @@ def check_fits(model, n: int, r: int) -> None:
                          f"max_position_embeddings={limit}")
 
 
-def block_mass_shares(attentions: Sequence[torch.Tensor], n: int, r: int) -> torch.Tensor:
+SHARE_VIEWS = ("all queries", "all queries, sink excluded", "last copy", "last copy, sink excluded")
+
+
+def block_mass_shares(attentions: Sequence[torch.Tensor], n: int, r: int, *, exclude_sink: bool = False,
+                      last_copy: bool = False) -> torch.Tensor:
     """Per layer, the share of attention mass on full blocks among all non-zero blocks.
 
     ``attentions`` holds one ``(batch, heads, kn, kn)`` weight tensor per layer. Each row sums to 1
     over the full (j < i) and diagonal (j = i) blocks of its copy i; the share averages the mass of
     the full blocks over every query of every copy, head and batch row, as §2 counts blocks over the
-    whole matrix.
+    whole matrix. ``exclude_sink`` drops key 0 (the first token, the attention sink of a decoder without a
+    BOS token, which sits in a full block of every later copy) from both the full mass and the row's mass;
+    queries left with no mass (query 0) are skipped. ``last_copy`` averages over the last copy's queries only:
+    the ones SR reads.
     """
     layout = M.Repetition(n, r)
-    copies = layout.copy_of(torch.arange(layout.length))
-    full_block = copies[:, None] > copies[None, :]
+    device = attentions[0].device
+    copies = layout.copy_of(torch.arange(layout.length, device=device))
+    full_block = (copies[:, None] > copies[None, :]).float()
+    keys = torch.ones(layout.length, device=device)
+    if exclude_sink:
+        keys[0] = 0
+    queries = torch.ones(layout.length, dtype=torch.bool, device=device)
+    if last_copy:
+        queries &= copies == layout.k - 1
     shares = []
     for weights in attentions:
-        mass = weights.float().sum(-1)  # rows sum to 1
-        full = (weights.float() * full_block.to(weights.device)).sum(-1)
-        shares.append((full / mass).mean())
-    return torch.stack(shares)
+        weights = weights.float() * keys
+        mass = weights.sum(-1)
+        full = (weights * full_block).sum(-1)
+        kept = (queries & (mass > 0).all(0).all(0)).float()  # per query, over batch and heads
+        ratio = full / mass.clamp_min(torch.finfo(mass.dtype).tiny)
+        shares.append(((ratio * kept).sum(-1) / kept.sum()).mean())  # the mean over kept queries, batch rows, heads
+    return torch.stack(shares)  # on the weights' device; callers copy to the CPU
 
 
 @torch.no_grad()
-def measure_block_shares(model, sentences_ids: Sequence[torch.Tensor], repeats: Sequence[int],
-                         progress: bool = True) -> dict[int, torch.Tensor]:
-    """For each r, the per-layer share of attention mass in full blocks, averaged over sentences.
+def measure_block_share_views(model, sentences_ids: Sequence[torch.Tensor], repeats: Sequence[int],
+                              progress: bool = True) -> dict[str, dict[int, torch.Tensor]]:
+    """For each of :data:`SHARE_VIEWS` and each r: a ``(sentences, layers)`` tensor of full-block mass shares.
 
-    The model must use eager attention (weights are read from ``output_attentions``); the causal
-    mask is the model's own, since SR changes the input, not the mask.
+    One eager forward pass per (r, sentence) serves all four views. The model must use eager attention
+    (weights are read from ``output_attentions``); the causal mask is the model's own, since SR changes the
+    input, not the mask.
     """
     implementation = attention.attention_implementation(model)
     if implementation != "eager":
         raise ValueError(f"model uses attn_implementation={implementation!r}; attention weights need 'eager'")
-    results: dict[int, torch.Tensor] = {}
-    jobs = [(r, ids) for r in repeats for ids in sentences_ids]
-    per_r: dict[int, list[torch.Tensor]] = {r: [] for r in repeats}
-    for r, ids in tqdm(jobs, desc="block shares", disable=not progress):
+    if not len(sentences_ids):
+        raise ValueError("sentences_ids is empty; the block shares need at least one sentence")
+    options = {"all queries": {}, "all queries, sink excluded": {"exclude_sink": True},
+               "last copy": {"last_copy": True}, "last copy, sink excluded": {"exclude_sink": True, "last_copy": True}}
+    views: dict[str, dict[int, list]] = {view: {r: [] for r in repeats} for view in SHARE_VIEWS}
+    for r, ids in tqdm([(r, ids) for r in repeats for ids in sentences_ids], desc="block shares", disable=not progress):
         ids = ids.reshape(1, -1)
         check_fits(model, ids.shape[1], r)
         output = model(input_ids=repeat_ids(ids, r).to(model_device(model)), output_attentions=True, use_cache=False)
-        per_r[r].append(block_mass_shares(output.attentions, ids.shape[1], r).cpu())
-    for r in repeats:
-        results[r] = torch.stack(per_r[r]).mean(0)
-    return results
+        for view in SHARE_VIEWS:
+            views[view][r].append(block_mass_shares(output.attentions, ids.shape[1], r, **options[view]).cpu())
+    return {view: {r: torch.stack(values) for r, values in by_r.items()} for view, by_r in views.items()}
+
+
+def measure_block_shares(model, sentences_ids: Sequence[torch.Tensor], repeats: Sequence[int],
+                         progress: bool = True) -> dict[int, torch.Tensor]:
+    """For each r, the per-layer share of attention mass in full blocks (all queries, sink included), averaged
+    over sentences; :func:`measure_block_share_views` gives the sink-excluded and last-copy views too."""
+    views = measure_block_share_views(model, sentences_ids, repeats, progress)
+    return {r: values.mean(0) for r, values in views["all queries"].items()}
+
+
+def block_share_views_table(views: dict[str, dict[int, torch.Tensor]], resamples: int = 2000):
+    """Fig. 1 in numbers, one row per r > 0: (k-1)/(k+1) beside each view's share (mean over layers and
+    sentences) with its 95% bootstrap interval over sentences."""
+    import pandas as pd
+
+    rows = []
+    for r in sorted(next(iter(views.values()))):
+        if r == 0:
+            continue
+        row = {"r": r, "analytic (k-1)/(k+1) of blocks": M.bidirectional_block_share(r)}
+        for view in SHARE_VIEWS:
+            per_sentence = views[view][r].mean(-1).tolist()
+            value, low, high = metrics.bootstrap_interval(per_sentence, resamples=resamples)
+            row[view] = value
+            row[f"{view} 95% interval"] = (low, high)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("r")
+
+
+def describe_block_share_views(table) -> str:
+    """Which measured share agrees with (k-1)/(k+1): the formula's value inside a view's interval, per r."""
+    lines = []
+    for r, row in table.iterrows():
+        formula = row["analytic (k-1)/(k+1) of blocks"]
+        parts = []
+        for view in SHARE_VIEWS:
+            low, high = row[f"{view} 95% interval"]
+            where = "agrees" if low <= formula <= high else ("above" if low > formula else "below")
+            parts.append(f"{view} {row[view]:.2f} [{low:.2f}, {high:.2f}] ({where})")
+        lines.append(f"r={r}: formula {formula:.2f}; " + "; ".join(parts) + ".")
+    return "\n".join(lines)
 
 
 # =====================================================================================================
@@ -112,6 +172,7 @@ TASKS = ("ner", "chunks")
 DATASETS = ("silver", "conll2003")
 STRATEGY_KINDS = ("sr", "middle", "full")
 PAD_POLICIES = ("packed", "masked", "unmasked")
+LR_SCHEDULES = ("linear", "constant")
 IGNORE_INDEX = -100
 
 
@@ -144,6 +205,8 @@ class RepetitionSettings:
     lora_r: int = 16
     lora_alpha: int = 16
     lora_dropout: float = 0.1
+    classifier_dropout: float = 0.1  # the authors' head: nn.Dropout(0.1) before the linear layer
+    lr_schedule: str = "linear"  # HF Trainer's default in the authors' code: linear decay to 0, no warm-up
     eval_every: int = 50
     checkpoint_every: int = 0
     qlora: bool = False  # nf4 with fp16 compute; only where CUDA and bitsandbytes are present
@@ -153,6 +216,15 @@ class RepetitionSettings:
     exit_repeats: tuple[int, ...] = (1, 2, 4, 8)
     exit_tasks: tuple[str, ...] = ("ner",)
     exit_seeds: tuple[int, ...] = PAPER_SEEDS
+    exit_at: tuple[int, ...] = PAPER_EXIT_LAYERS  # the paper's exit layers (of 32) to run, scaled to the model
+    # Training runs in parallel processes of `threads` torch threads each (results do not depend on it).
+    workers: int = 1
+    threads: int | None = None  # None: torch's default
+    # The frozen-feature probe (Fig. 5's layer curve without fine-tuning): one no-grad pass per r, then a
+    # logistic regression per layer on standardised first-sub-token features.
+    probe_repeats: tuple[int, ...] = (0, 1)
+    probe_train_sentences: int | None = None  # None: the task's whole training split
+    probe_max_iter: int = 300
     # §4.5 Table 2: inference speed for every r x exit layer, ratios measured in one run.
     speed_repeats: tuple[int, ...] = (0, 1, 2, 4, 8)
     speed_sentences: int = 32
@@ -174,6 +246,15 @@ class RepetitionSettings:
                 raise ValueError(f"baselines holds {baseline!r}; expected 'middle' and/or 'full'")
         if self.pad_policy not in PAD_POLICIES:
             raise ValueError(f"pad_policy={self.pad_policy!r} is not one of {PAD_POLICIES}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule={self.lr_schedule!r} is not one of {LR_SCHEDULES}")
+        if not 0 <= self.classifier_dropout < 1:
+            raise ValueError(f"classifier_dropout={self.classifier_dropout!r} must lie in [0, 1)")
+        for layer in self.exit_at:
+            whole_number(layer, "exit_at", 2, f"a paper exit layer of {PAPER_DEPTH} (2..{PAPER_DEPTH})")
+        whole_number(self.workers, "workers", 1)
+        for r in self.probe_repeats:
+            M.check_repeats(r)
 
 
 _SMOKE = RepetitionSettings(
@@ -183,14 +264,17 @@ _SMOKE = RepetitionSettings(
     exit_repeats=(1,), exit_tasks=("chunks",), exit_seeds=(0,),
     speed_repeats=(0, 1, 2), speed_sentences=4, speed_batch_size=2, speed_trials=1,
 )
-# cpu: sized to <= 20 min on 2 cores (notebook 04 and the issue report say how): silver chunking and NER on
-# Austen, r in {0, 1, 2} (r = 4, 8 are left to the gpu profile), 2 seeds, 30 steps of 8 sentences of 5-12 words at
-# lr 1e-3 (5x the paper's, for so few steps), scored at the last step; early exit for r in {1, 2} on chunking, one seed.
+# cpu: sized to <= 14 min on an idle 2-core machine. Silver noun chunks only (silver NER has too few test entities
+# to separate the strategies); r in {0, 1}, middle and full unmasking, and r = 1 at exit@18 (17 of 30 layers), two
+# seeds each, 100 steps of 8 sentences of 5-12 words at lr 1e-3 (5x the paper's, for so few steps) decayed linearly;
+# validation F1 at steps 25/50/75/100 picks each run's weights (the test split never picks). Two training processes
+# of one torch thread each. r = 2, 4, 8 at full depth and the other exits are left to the gpu profile; the
+# frozen-feature probe covers every layer for r = 0 and 1.
 _CPU = RepetitionSettings(
-    block_repeats=(0, 1, 2, 4, 8), block_sentences=4, block_max_tokens=12,
-    tasks=("chunks", "ner"), train_sentences=240, validation_sentences=32, test_sentences=80, max_words=12, max_tokens=48,
-    repeats=(0, 1, 2), seeds=(5, 29), steps=30, batch_size=8, grad_accum=1, lr=1e-3, eval_every=0,
-    exit_repeats=(1, 2), exit_tasks=("chunks",), exit_seeds=(5,),
+    block_repeats=(0, 1, 2, 4, 8), block_sentences=16, block_max_tokens=12,
+    tasks=("chunks",), train_sentences=240, validation_sentences=48, test_sentences=120, max_words=12, max_tokens=48,
+    repeats=(0, 1), seeds=(5, 29), steps=100, batch_size=8, grad_accum=1, lr=1e-3, eval_every=25,
+    exit_repeats=(1,), exit_tasks=("chunks",), exit_seeds=(5, 29), exit_at=(19,), workers=2, threads=1,
     speed_repeats=(0, 1, 2, 4, 8), speed_sentences=4, speed_batch_size=4, speed_trials=3,
 )
 _GPU = RepetitionSettings(
@@ -198,6 +282,7 @@ _GPU = RepetitionSettings(
     train_sentences=4000, validation_sentences=500, test_sentences=None, max_words=1000,
     seeds=(5, 29, 42), steps=400, batch_size=8, grad_accum=4, eval_every=100, checkpoint_every=100, qlora=True,
     gradient_checkpointing=True, exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
+    probe_train_sentences=1000,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 # paper: §3.3 and App. A.4: 10 epochs of CoNLL03 (14,041 sentences, effective batch 32), best epoch on validation,
@@ -208,7 +293,7 @@ _PAPER = RepetitionSettings(
     train_sentences=None, validation_sentences=None, test_sentences=None, max_words=1000,
     seeds=PAPER_SEEDS, steps=4388, batch_size=8, grad_accum=4, eval_every=439, checkpoint_every=439, qlora=True,
     gradient_checkpointing=True, pad_policy="masked", exit_seeds=PAPER_SEEDS, speed_sentences=1024,
-    speed_batch_size=32, speed_trials=5,
+    speed_batch_size=32, speed_trials=5, probe_train_sentences=500,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 SETTINGS = {"smoke": _SMOKE, "cpu": _CPU, "gpu": _GPU, "paper": _PAPER}
@@ -253,7 +338,9 @@ def paper_table1() -> dict[str, float]:
 class Strategy:
     """How the decoder sees the sentence (§3.4): SR with r repetitions, middle or full unmasking; optional early exit.
 
-    ``exit_layer`` L keeps decoder layers ``0..L-1`` (``layers[:L]``); None keeps all (the paper's "exit@L=32").
+    ``exit_layer`` L fine-tunes "up to, but not including, layer L" (§3.5, 1-based layers): it keeps the L - 1
+    decoder layers ``layers[:L-1]``, as the authors' scripts do (``EARLY_EXIT_LAYERS=(8 13 18 23)`` layers kept for
+    L = 9, 14, 19, 24). None keeps all (the paper's "exit@L=32").
     """
 
     kind: str = "sr"
@@ -281,26 +368,30 @@ class Strategy:
 
 
 def check_exit_layer(exit_layer: int, num_layers: int) -> int:
-    """An exit layer must keep between 1 and all ``num_layers`` decoder layers."""
-    if isinstance(exit_layer, bool) or int(exit_layer) != exit_layer or not 1 <= exit_layer <= num_layers:
+    """An exit layer L keeps the L - 1 layers before it: at least 1, at most ``num_layers``."""
+    if isinstance(exit_layer, bool) or int(exit_layer) != exit_layer or not 2 <= exit_layer <= num_layers + 1:
         raise ValueError(f"exit_layer={exit_layer!r} is out of range for a model with {num_layers} layers; "
-                         f"expected 1..{num_layers} (layers[:exit_layer] are kept)")
+                         f"expected 2..{num_layers + 1} (layers[:exit_layer - 1] are kept)")
     return int(exit_layer)
 
 
 def exit_layers(num_layers: int) -> tuple[int, ...]:
-    """§3.5's exit layers L ∈ {9, 14, 19, 24} of N = 32 (about 28/44/59/75 % of depth), scaled to ``num_layers``.
+    """§3.5's exit layers L ∈ {9, 14, 19, 24} of N = 32, scaled to ``num_layers``; exits that would keep all
+    layers or the same layers as the full model's label (L >= N) are left out.
 
-    The paper's efficiency factors "from 4x to 1.39x" equal 32/8 and 32/23, i.e. L - 1 layers run, while
-    Fig. 5 calls the full model "exit@L=32"; we follow the latter: exit@L runs ``layers[:L]``.
+    exit@L runs L - 1 layers ("up to, but not including, layer L"): the paper's efficiency factors "from 4x to
+    1.39x" are 32/8 and 32/23, and the authors' scripts keep 8, 13, 18, 23 layers.
     """
-    return tuple(sorted({scaled_exit_layer(layer, num_layers) for layer in PAPER_EXIT_LAYERS}))
+    return tuple(sorted({layer for layer in (scaled_exit_layer(paper, num_layers) for paper in PAPER_EXIT_LAYERS)
+                         if layer < num_layers}))
 
 
 def scaled_exit_layer(paper_layer: int, num_layers: int) -> int:
-    """The paper's exit layer (of 32) at the same relative depth of a ``num_layers``-layer model, rounded half up."""
+    """The paper's exit layer (of 32) for a ``num_layers``-layer model: the L - 1 kept layers scaled to the same
+    relative depth, rounded half up (at least one kept layer); identity for 32 layers."""
     whole_number(num_layers, "num_layers")
-    return min(num_layers, max(1, math.floor(paper_layer * num_layers / PAPER_DEPTH + 0.5)))
+    kept = math.floor((paper_layer - 1) * num_layers / PAPER_DEPTH + 0.5)
+    return min(num_layers, max(1, kept)) + 1
 
 
 def num_layers_of(model) -> int:
@@ -326,17 +417,17 @@ def _set_depth(body, owner: nn.Module, attribute: str, layers: nn.ModuleList) ->
 
 
 def truncate_layers(body, exit_layer: int):
-    """Early exit (§3.5): keep ``layers[:exit_layer]`` for good, so the dropped layers cost nothing."""
+    """Early exit (§3.5): keep ``layers[:exit_layer - 1]`` for good, so the dropped layers cost nothing."""
     owner, attribute = _layers_owner(body)
     layers = getattr(owner, attribute)
     exit_layer = check_exit_layer(exit_layer, len(layers))
-    _set_depth(body, owner, attribute, nn.ModuleList(list(layers)[:exit_layer]))
+    _set_depth(body, owner, attribute, nn.ModuleList(list(layers)[:exit_layer - 1]))
     return body
 
 
 @contextlib.contextmanager
 def early_exit(body, exit_layer: int | None):
-    """Run ``body`` on ``layers[:exit_layer]`` inside the block (for timing); restores every layer afterwards."""
+    """Run ``body`` on ``layers[:exit_layer - 1]`` inside the block (for timing); restores every layer afterwards."""
     if exit_layer is None:
         yield body
         return
@@ -344,7 +435,7 @@ def early_exit(body, exit_layer: int | None):
     layers = getattr(owner, attribute)
     exit_layer = check_exit_layer(exit_layer, len(layers))
     saved_types = getattr(body.config, "layer_types", None)
-    _set_depth(body, owner, attribute, nn.ModuleList(list(layers)[:exit_layer]))
+    _set_depth(body, owner, attribute, nn.ModuleList(list(layers)[:exit_layer - 1]))
     try:
         yield body
     finally:
@@ -615,16 +706,17 @@ def load_tagging_data(tokenizer, task: str, settings: RepetitionSettings, corpus
 class TokenTagger(nn.Module):
     """A decoder body with a softmax token-classification head (App. A.2) on SR / unmasked token embeddings."""
 
-    def __init__(self, body, num_labels: int, strategy: Strategy, policy: str = "packed"):
+    def __init__(self, body, num_labels: int, strategy: Strategy, policy: str = "packed", dropout: float = 0.1):
         super().__init__()
         self.body = body
         self.strategy = strategy
         self.policy = policy
+        self.dropout = nn.Dropout(dropout)  # on the head's input, as the authors' token-classification head
         self.head = nn.Linear(int(body.config.hidden_size), num_labels)
 
     def forward(self, input_ids, padding_mask, labels=None, **forward_kwargs) -> dict:
         features, output = sr_features(self.body, input_ids, padding_mask, self.strategy, self.policy, **forward_kwargs)
-        logits = self.head(features.to(self.head.weight.dtype))
+        logits = self.head(self.dropout(features.to(self.head.weight.dtype)))
         result = {"logits": logits, "output": output}
         if labels is not None:
             result["loss"] = nn.functional.cross_entropy(logits.flatten(0, 1), labels.to(logits.device).flatten(),
@@ -642,7 +734,8 @@ def _half_compute(body) -> None:
 def build_tagger(model_name: str, num_labels: int, strategy: Strategy, settings: RepetitionSettings, *,
                  seed: int = 0, device=None) -> tuple[TokenTagger, object]:
     """The profile's decoder, cut at ``strategy.exit_layer``, with LoRA (r, α, dropout from ``settings``) on
-    q, k, v, o of the kept layers and a fresh head seeded by ``seed``. QLoRA (nf4, fp16) on CUDA."""
+    q, k, v, o of the kept layers and a fresh head, both drawn from ``seed`` (two builds with one seed are
+    identical). QLoRA (nf4, fp16) on CUDA."""
     four_bit = bool(settings.qlora) and resolve_four_bit(True, torch.device(device) if device else None)
     model, tokenizer = models.load_model(model_name, attn_implementation="sdpa", load_in_4bit=four_bit, device=device,
                                          **({"dtype": "float16"} if four_bit else {}))
@@ -655,9 +748,9 @@ def build_tagger(model_name: str, num_labels: int, strategy: Strategy, settings:
         body.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
         body.enable_input_require_grads()
     lora = training.LoraSettings(r=settings.lora_r, alpha=settings.lora_alpha, dropout=settings.lora_dropout)
+    torch.manual_seed(seed)  # before add_lora: LoRA's A matrices are drawn here
     body = training.add_lora(body, lora, four_bit=four_bit)
-    torch.manual_seed(seed)
-    tagger = TokenTagger(body, num_labels, strategy, settings.pad_policy)
+    tagger = TokenTagger(body, num_labels, strategy, settings.pad_policy, settings.classifier_dropout)
     tagger.head.to(next(p for p in body.parameters()).device)
     return tagger, tokenizer
 
@@ -709,12 +802,18 @@ def _epoch_order(seed: int, epoch: int, size: int) -> torch.Tensor:
 RESULT_FILE = "result.json"
 # The settings a trained tagger depends on (its data is fingerprinted separately); others never force a retrain.
 TRAINING_FIELDS = ("steps", "batch_size", "grad_accum", "lr", "weight_decay", "lora_r", "lora_alpha", "lora_dropout",
-                   "eval_every", "qlora", "gradient_checkpointing", "pad_policy")
+                   "classifier_dropout", "lr_schedule", "eval_every", "qlora", "gradient_checkpointing", "pad_policy")
 BEST_FILE = "best.pt"
 
 
 def _fingerprint(**parts) -> str:
     return store.fingerprint(parts, length=16)
+
+
+def _run_fingerprint(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, model_name: str,
+                     seed: int) -> str:
+    return _fingerprint(strategy=dataclasses.asdict(strategy), seed=seed, model=model_name, data=tagging.fingerprint(),
+                        settings={name: getattr(settings, name) for name in TRAINING_FIELDS})
 
 
 def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
@@ -726,9 +825,7 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
     back from ``run_dir/result.json`` instead of retrained.
     """
     run_dir = Path(run_dir)
-    fingerprint = _fingerprint(strategy=dataclasses.asdict(strategy), seed=seed, model=model_name,
-                               data=tagging.fingerprint(),
-                               settings={name: getattr(settings, name) for name in TRAINING_FIELDS})
+    fingerprint = _run_fingerprint(tagging, strategy, settings, model_name, seed)
     result_path = run_dir / RESULT_FILE
     if resume and result_path.exists():
         cached = store.read_json(result_path, f"Delete {run_dir} to train this tagger again.")
@@ -770,17 +867,19 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
                                   lr=settings.lr, weight_decay=settings.weight_decay, eval_every=settings.eval_every,
                                   checkpoint_every=settings.checkpoint_every, seed=seed)
     started = time.perf_counter()
+    schedule = training.linear_decay(settings.steps) if settings.lr_schedule == "linear" else None
     records = training.train(tagger, batch_for=batch_for, loss_fn=lambda model, batch: model(**batch), config=config,
-                             run_dir=run_dir, evaluate=evaluate, resume=resume, progress=progress)
+                             run_dir=run_dir, evaluate=evaluate, resume=resume, progress=progress, lr_lambda=schedule)
     seconds = time.perf_counter() - started
     best = store.load_torch(best_path, fix)
     _load_trainable_state(tagger, best["state"])
     evaluations = [(r["step"], r["validation_f1"]) for r in records if "validation_f1" in r]
     best_step = max(evaluations, key=lambda item: item[1])[0] if evaluations else settings.steps
+    test_predictions = predict_tags(tagger, tagging.test, tagging.labels, tagging.pad_id, settings.batch_size * 2)
     result = {"task": tagging.task, "strategy": strategy.label, "kind": strategy.kind, "r": strategy.r,
               "exit_layer": strategy.exit_layer, "seed": seed, "validation_f1": float(best["f1"]),
-              "test_f1": tagging_f1(tagger, tagging.test, tagging.labels, tagging.pad_id, settings.batch_size * 2),
-              "best_step": best_step, "steps": settings.steps, "train_seconds": seconds, "model": model_name,
+              "test_f1": metrics.seqeval_f1([list(s.tags) for s in tagging.test], test_predictions),
+              "test_predictions": test_predictions, "evaluations": [list(item) for item in evaluations], "best_step": best_step, "steps": settings.steps, "train_seconds": seconds, "model": model_name,
               "labels": list(tagging.labels), "fingerprint": fingerprint, "run_dir": str(run_dir)}
     store.write_json(result_path, result, indent=1)
     del tagger
@@ -816,28 +915,84 @@ def main_strategies(settings: RepetitionSettings) -> list[Strategy]:
 
 
 def exit_strategies(settings: RepetitionSettings, num_layers: int) -> list[Strategy]:
-    """§3.5: SR for each early-exit r at each scaled exit layer below the full depth."""
-    return [Strategy("sr", r, layer) for r in settings.exit_repeats for layer in exit_layers(num_layers)
-            if layer < num_layers]
+    """§3.5: SR for each early-exit r at each of ``settings.exit_at`` (paper layers of 32) scaled to the model,
+    below the full depth."""
+    layers = sorted({scaled_exit_layer(layer, num_layers) for layer in settings.exit_at})
+    return [Strategy("sr", r, layer) for r in settings.exit_repeats for layer in layers if layer < num_layers]
+
+
+def _train_job(job: tuple) -> dict:
+    """One (tagging, strategy, settings, ...) job in a worker process with ``threads`` torch threads."""
+    tagging, strategy, settings, model_name, seed, run_dir, resume = job
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    return train_tagger(tagging, strategy, settings, model_name=model_name, seed=seed, run_dir=run_dir,
+                        resume=resume, progress=False)
+
+
+def _job_cost(strategy: Strategy) -> float:
+    """Relative training cost: tokens per row (k copies) times the layers run, for longest-first scheduling."""
+    return (strategy.r + 1) * (strategy.exit_layer or 10_000)
 
 
 def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequence[Strategy], seeds: Sequence[int],
                     settings: RepetitionSettings, *, model_name: str, run_prefix: str, resume: bool = True,
                     progress: bool = True):
-    """Train and score every (task, strategy, seed); one row each. Runs live in ``runs/<run_prefix>_...``."""
+    """Train and score every (task, strategy, seed); one row each. Runs live in ``runs/<run_prefix>_...``.
+
+    With ``settings.workers`` > 1 the runs that are not cached train in that many processes (spawned, each
+    with ``settings.threads`` torch threads), longest first; every run is a pure function of its seed, so
+    the results are the same as in one process.
+    """
+    import concurrent.futures
+    import multiprocessing
+
     import pandas as pd
 
-    jobs = [(task, strategy, seed) for task in tagging_by_task for strategy in strategies for seed in seeds]
-    rows = []
-    for task, strategy, seed in tqdm(jobs, desc="taggers", disable=not progress):
-        run_dir = paths.runs_dir() / f"{run_prefix}_{task}_{strategy.slug}_s{seed}"
-        rows.append(train_tagger(tagging_by_task[task], strategy, settings, model_name=model_name, seed=seed,
-                                 run_dir=run_dir, resume=resume, progress=progress))
-    return pd.DataFrame(rows)
+    jobs = [(tagging_by_task[task], strategy, settings, model_name, seed,
+             paths.runs_dir() / f"{run_prefix}_{task}_{strategy.slug}_s{seed}", resume)
+            for task in tagging_by_task for strategy in strategies for seed in seeds]
+    results: dict[int, dict] = {}
+    pending = []
+    for index, job in enumerate(jobs):
+        cached = _cached_result(*job)
+        if cached is not None:
+            results[index] = cached
+        else:
+            pending.append(index)
+    pending.sort(key=lambda index: -_job_cost(jobs[index][1]))
+    bar = tqdm(total=len(jobs), initial=len(results), desc="taggers", disable=not progress)
+    if settings.workers > 1 and len(pending) > 1:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(min(settings.workers, len(pending)), mp_context=context) as pool:
+            futures = {pool.submit(_train_job, jobs[index]): index for index in pending}
+            for future in concurrent.futures.as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update()
+    else:
+        previous = torch.get_num_threads()
+        try:
+            for index in pending:
+                results[index] = _train_job(jobs[index])
+                bar.update()
+        finally:
+            torch.set_num_threads(previous)
+    bar.close()
+    return pd.DataFrame([results[index] for index in range(len(jobs))])
+
+
+def _cached_result(tagging, strategy, settings, model_name, seed, run_dir, resume) -> dict | None:
+    """A finished run's result when its fingerprint matches (what :func:`train_tagger` would read back)."""
+    path = Path(run_dir) / RESULT_FILE
+    if not resume or not path.exists():
+        return None
+    cached = store.read_json(path, f"Delete {Path(run_dir)} to train this tagger again.")
+    return cached if cached.get("fingerprint") == _run_fingerprint(tagging, strategy, settings, model_name, seed) else None
 
 
 def summarize(*results, split: str = "test"):
-    """Mean and 95% CI half-width of F1 (x100, as the paper reports) over seeds, per task and strategy.
+    """Mean and 95% CI half-width of F1 (x100, as the paper reports) over seeds, per task and strategy, and the
+    mean validation F1 (what :func:`best_sr_r` selects on). ``ci95`` is NaN for a single seed (print "n/a").
 
     ``results`` are one or more tables from :func:`run_experiments`.
     """
@@ -849,24 +1004,33 @@ def summarize(*results, split: str = "test"):
     frame = pd.concat(results, ignore_index=True)
     frame["exit_layer"] = frame["exit_layer"].astype("object").where(frame["exit_layer"].notna(), None)
     for key, group in frame.groupby(keys, dropna=False, sort=False):
-        mean, half = metrics.mean_ci95([100 * value for value in group[column]])
-        rows.append(dict(zip(keys, key), f1=mean, ci95=half, seeds=len(group)))
+        mean, low, high = metrics.seed_interval([100 * value for value in group[column]])
+        rows.append(dict(zip(keys, key), f1=mean, ci95=math.nan if low is None else high - mean, seeds=len(group),
+                         validation_f1=100 * float(np.mean(group["validation_f1"]))))
     return pd.DataFrame(rows)
 
 
+def f1_text(f1: float, ci95: float, seeds: int) -> str:
+    """``"80.5 ± 2.1 (2 seeds)"``, or ``"80.5 ± n/a (1 seed)"``: a single seed has no interval."""
+    spread = "n/a" if seeds < 2 or not math.isfinite(ci95) else f"{ci95:.1f}"
+    return f"{f1:.1f} ± {spread} ({seeds} seed{'s' if seeds != 1 else ''})"
+
+
 def best_sr_r(summary, task: str) -> int:
-    """The r with the highest mean F1 among full-depth SR runs (how Table 1 picks its SR row)."""
+    """The r with the highest mean **validation** F1 among full-depth SR runs (how Table 1 picks its SR row;
+    the test split never chooses)."""
     sr = summary[(summary.task == task) & (summary.kind == "sr") & summary.exit_layer.isna()]
     if sr.empty:
         raise ValueError(f"task={task!r} has no full-depth SR rows in the summary")
-    return int(sr.loc[sr.f1.idxmax(), "r"])
+    return int(sr.loc[sr.validation_f1.idxmax(), "r"])
 
 
 PAPER_TABLE1_COLUMN = "paper F1 (CoNLL03, 7-decoder mean)"
 
 
 def table1(summary):
-    """Table 1 at our scale: SR at its best r, middle and full unmasking, ours (mean ± CI) beside the paper.
+    """Table 1 at our scale: SR at its best r on validation, middle and full unmasking, ours (test mean ± CI)
+    beside the paper.
 
     The paper column is Table 1's CoNLL03 column averaged over its seven decoders (:func:`paper_table1`).
     """
@@ -882,7 +1046,7 @@ def table1(summary):
             if picked.empty:
                 continue
             row = picked.iloc[0]
-            rows.append({"task": task, "method": label, "ours F1": metrics.format_mean_ci(row.f1, row.ci95),
+            rows.append({"task": task, "method": label, "ours F1": f1_text(row.f1, row.ci95, row.seeds),
                          "ours mean": row.f1, PAPER_TABLE1_COLUMN: paper[kind]})
     return pd.DataFrame(rows)
 
@@ -901,7 +1065,7 @@ def describe_repetitions(summary) -> str:
             jumps = [values[b] - values[a] for a, b in zip(list(values), list(values)[1:])]
             line += (f" r=1 {'beats' if values[1] > values[0] else 'does not beat'} r=0 by {values[1] - values[0]:+.1f}; "
                      f"the largest step is {'0 -> 1' if jumps and max(jumps) == jumps[0] else 'elsewhere'}; "
-                     f"best r = {max(values, key=values.get)}.")
+                     f"best r on validation = {best_sr_r(summary, task)}.")
         for kind in ("middle", "full"):
             base = summary[(summary.task == task) & (summary.kind == kind)]
             if not base.empty and values:
@@ -1084,7 +1248,7 @@ def summary_table(block_summary, summary, speedups, num_layers: int):
     full_depth = summary[summary.exit_layer.isna()]
     for row in full_depth[full_depth.kind == "sr"].itertuples():
         reference = f"{paper[row.r]:.1f} (CoNLL03, 7-decoder mean)" if row.r in paper else "-"
-        rows.append(("Fig. 2", f"{row.task}, SR r={row.r}", reference, f"{metrics.format_mean_ci(row.f1, row.ci95)} ({row.seeds} seeds)"))
+        rows.append(("Fig. 2", f"{row.task}, SR r={row.r}", reference, f1_text(row.f1, row.ci95, row.seeds)))
     for _, row in table1(summary).iterrows():
         rows.append(("Table 1", f"{row['task']}, {row['method']}", f"{row[PAPER_TABLE1_COLUMN]:.1f} (CoNLL03, 7-decoder mean)",
                      row["ours F1"]))
@@ -1092,7 +1256,8 @@ def summary_table(block_summary, summary, speedups, num_layers: int):
         full = full_depth[(full_depth.task == row.task) & (full_depth.kind == "sr") & (full_depth.r == row.r)]
         reference = f"{full.f1.iloc[0]:.1f} at all {num_layers} layers" if not full.empty else "-"
         rows.append(("Fig. 5", f"{row.task}, r={row.r}, exit@{int(row.exit_layer)}",
-                     "figure only: exit@19/24 match the last layer, exit@9 falls short", f"{metrics.format_mean_ci(row.f1, row.ci95)} (vs {reference})"))
+                     "figure only: exit@19/24 match the last layer, exit@9 falls short",
+                     f"{f1_text(row.f1, row.ci95, row.seeds)} (vs {reference})"))
     for paper_layer, by_r in PAPER_SPEEDUPS.items():
         ours_layer = scaled_exit_layer(paper_layer, num_layers)
         for r, value in by_r.items():
@@ -1100,3 +1265,253 @@ def summary_table(block_summary, summary, speedups, num_layers: int):
                 rows.append(("Table 2", f"exit@{paper_layer} of 32 (ours @{ours_layer} of {num_layers}), r={r}",
                              f"{value:.2f}x", f"{speedups.loc[ours_layer, r]:.2f}x"))
     return pd.DataFrame(rows, columns=["paper item", "quantity", "paper", "ours"])
+
+
+# --------------------------------------------------------------------------- frozen-feature probe (Fig. 5's curve)
+
+@torch.no_grad()
+def layer_features(body, sentences: Sequence[EncodedSentence], strategy: Strategy, pad_id: int,
+                   batch_size: int = 16, policy: str = "packed") -> torch.Tensor:
+    """``(layers + 1, words, hidden)``: each word's first-sub-token state in the last copy after every layer
+    (index 0: the embeddings), from one no-grad pass of the untrained ``body`` under ``strategy``."""
+    if not sentences:
+        raise ValueError("sentences is empty; the probe needs at least one sentence")
+    device = next(body.parameters()).device
+    collected = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = list(sentences[start:start + batch_size])
+        batch = collate(chunk, ("O",), pad_id)
+        ids, mask = batch["input_ids"].to(device), batch["padding_mask"].to(device)
+        _, output = sr_features(body, ids, mask, strategy, policy, output_hidden_states=True)
+        repeated = repeat_batch(ids, mask, strategy.r, policy)
+        states = torch.stack([gather_last_copy(hidden, repeated) for hidden in output.hidden_states]).float().cpu()
+        for row, sentence in enumerate(chunk):
+            collected.append(states[:, row, list(sentence.word_starts)])
+    return torch.cat(collected, dim=1)
+
+
+def probe_layers(body, tagging: TaggingData, repeats: Sequence[int], settings: RepetitionSettings,
+                 progress: bool = True) -> dict[int, list[list[tuple[int, int, int]]]]:
+    """The frozen-feature probe: for each r and each layer (0 = embeddings), a logistic regression on the
+    standardised last-copy states of the training words predicts each test word's tag; returns per r and
+    layer the per-test-sentence ``(correct, predicted, gold)`` entity counts (:func:`metrics.entity_counts`)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    train = tagging.train[:settings.probe_train_sentences] if settings.probe_train_sentences else tagging.train
+    index = {label: i for i, label in enumerate(tagging.labels)}
+    targets = np.array([index[tag] for sentence in train for tag in sentence.tags])
+    gold = [list(sentence.tags) for sentence in tagging.test]
+    lengths = np.cumsum([0] + [len(sentence.tags) for sentence in tagging.test])
+    results = {}
+    for r in repeats:
+        strategy = Strategy("sr", M.check_repeats(r))
+        train_states = layer_features(body, train, strategy, tagging.pad_id, settings.batch_size * 2, settings.pad_policy)
+        test_states = layer_features(body, tagging.test, strategy, tagging.pad_id, settings.batch_size * 2,
+                                     settings.pad_policy)
+        per_layer = []
+        for layer in tqdm(range(train_states.shape[0]), desc=f"probe r={r}", disable=not progress):
+            probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=settings.probe_max_iter))
+            probe.fit(train_states[layer].numpy(), targets)
+            guessed = probe.predict(test_states[layer].numpy())
+            predicted = [[tagging.labels[int(g)] for g in guessed[a:b]] for a, b in zip(lengths[:-1], lengths[1:])]
+            per_layer.append(metrics.entity_counts(gold, predicted))
+        results[int(r)] = per_layer
+    return results
+
+
+def probe_table(probe: dict[int, list], resamples: int = 1000):
+    """Probe F1 (x100) per r and layer with its 95% bootstrap interval over test sentences."""
+    import pandas as pd
+
+    rows = []
+    for r, per_layer in probe.items():
+        for layer, counts in enumerate(per_layer):
+            value, low, high = metrics.bootstrap_interval(counts, lambda sample: 100 * metrics.f1_from_counts(sample),
+                                                          resamples=resamples)
+            rows.append({"r": r, "layer": layer, "f1": value, "low": low, "high": high})
+    return pd.DataFrame(rows)
+
+
+def probe_middle_gain(probe: dict[int, list], num_layers: int, low_r: int = 0, high_r: int = 1,
+                      resamples: int = 1000) -> tuple[float, float, float]:
+    """Mean over App. A.3.1's middle layers of probe F1 at ``high_r`` minus ``low_r`` (x100), paired bootstrap
+    over test sentences."""
+    lower, upper = M.middle_unmasked_layers(num_layers)
+    layers = range(lower + 1, upper + 2)  # hidden_states index = layer index + 1
+    pairs = list(zip(*[probe[high_r][layer] for layer in layers], *[probe[low_r][layer] for layer in layers]))
+    count = len(layers)
+
+    def gain(sample):
+        return 100 * float(np.mean([metrics.f1_from_counts([row[i] for row in sample])
+                                    - metrics.f1_from_counts([row[count + i] for row in sample]) for i in range(count)]))
+
+    return metrics.bootstrap_interval(pairs, gain, resamples=resamples)
+
+
+def probe_layer_difference(probe: dict[int, list], r: int, layer: int, reference_layer: int,
+                           resamples: int = 1000) -> tuple[float, float, float]:
+    """Probe F1 (x100) at ``layer`` minus ``reference_layer`` for one r, paired bootstrap over test sentences."""
+    pairs = list(zip(probe[r][layer], probe[r][reference_layer]))
+    return metrics.bootstrap_interval(
+        pairs, lambda sample: 100 * (metrics.f1_from_counts([a for a, _ in sample])
+                                     - metrics.f1_from_counts([b for _, b in sample])), resamples=resamples)
+
+
+def describe_probe(table, probe: dict[int, list], num_layers: int) -> str:
+    """The probe's layer curve and its r=0 -> r=1 gain at the middle layers, in words."""
+    lines = []
+    for r, rows in table.groupby("r"):
+        best = rows.loc[rows.f1.idxmax()]
+        last = rows[rows.layer == num_layers].iloc[0]
+        lines.append(f"r={r}: best layer {int(best.layer)} ({best.f1:.1f} [{best.low:.1f}, {best.high:.1f}]); "
+                     f"last layer {last.f1:.1f} [{last.low:.1f}, {last.high:.1f}].")
+    if 0 in probe and 1 in probe:
+        value, low, high = probe_middle_gain(probe, num_layers)
+        lower, upper = M.middle_unmasked_layers(num_layers)
+        lines.append(f"r=1 minus r=0 over the middle layers {lower}..{upper}: {value:+.1f} [{low:+.1f}, {high:+.1f}] F1.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- F1 differences with intervals
+
+def _selected(results, task: str, kind: str, r: int = 0, exit_layer: int | None = None):
+    rows = results[(results.task == task) & (results.kind == kind) & (results.r == r)]
+    return rows.loc[np.array([_exit_or_none(value) == exit_layer for value in rows.exit_layer], dtype=bool)]
+
+
+def f1_comparison(results, tagging: TaggingData, first: dict, second: dict | None = None,
+                  resamples: int = 2000) -> dict:
+    """Test F1 (x100) of ``first`` (``dict(kind=, r=, exit_layer=)``), or its difference from ``second``, as
+    the mean over the seeds both share, with a two-level bootstrap over seeds and test sentences
+    (:func:`metrics.seed_and_example_interval`). Returns value, low, high, seeds and sentences."""
+    gold = [list(sentence.tags) for sentence in tagging.test]
+    chosen = [_selected(results, tagging.task, **spec) for spec in ([first] if second is None else [first, second])]
+    seeds = sorted(set.intersection(*[set(rows.seed) for rows in chosen]))
+    if not seeds:
+        raise ValueError(f"first={first!r}, second={second!r}: no seed has runs of both in task {tagging.task!r}")
+    groups = []
+    for seed in seeds:
+        counts = [metrics.entity_counts(gold, rows[rows.seed == seed].iloc[0]["test_predictions"]) for rows in chosen]
+        groups.append(list(zip(*counts)))
+
+    def statistic(runs):
+        values = []
+        for run in runs:
+            scores = [metrics.f1_from_counts([record[i] for record in run]) for i in range(len(chosen))]
+            values.append(scores[0] - (scores[1] if len(scores) > 1 else 0.0))
+        return 100 * float(np.mean(values))
+
+    value, low, high = metrics.seed_and_example_interval(groups, statistic, resamples=resamples)
+    return {"value": value, "low": low, "high": high, "seeds": len(seeds), "sentences": len(gold)}
+
+
+# --------------------------------------------------------------------------- the claims ledger
+
+EXIT_MARGIN = 2.0  # F1 points: "an exit matches the last layer" read as "is not worse by more than this"
+
+
+def notebook_claims(views: dict, results: Sequence, tagging: TaggingData, probe: dict | None, num_layers: int,
+                    figure_prefix: str = "figures/04_") -> list:
+    """Notebook 04's ledger rows: Fig. 1 shares, Fig. 2 (r=0 vs r=1), Table 1 (SR vs middle and full unmasking),
+    Fig. 5 (exit vs full depth, fine-tuned and probed). ``results`` are tables from :func:`run_experiments`; the
+    rows of ``tagging.task`` are used."""
+    import pandas as pd
+
+    from .claims import Claim, verdict_for_difference
+
+    results = pd.concat(list(results), ignore_index=True)
+    results = results[results.task == tagging.task]
+    if results.empty:
+        raise ValueError(f"results hold no runs of task={tagging.task!r}")
+    rows = []
+    common = dict(notebook="04", paper="003")
+
+    # Fig. 1: block share (k-1)/(k+1) against measured attention mass, four views.
+    table = block_share_views_table(views)
+    r_low, r_high = int(table.index.min()), int(table.index.max())
+    rise = [float(a - b) for a, b in zip(views["all queries, sink excluded"][r_high].mean(-1),
+                                         views["all queries, sink excluded"][r_low].mean(-1))]
+    value, low, high = metrics.bootstrap_interval(rise)
+    shown = "; ".join(f"r={r}: " + ", ".join(f"{view} {row[view]:.2f}" for view in SHARE_VIEWS)
+                      for r, row in table.iterrows())
+    rows.append(Claim(**common, where="§2, Fig. 1",
+                      claim=f"more repetitions put more attention into full (bidirectional) blocks: untrained decoder, "
+                            f"attention mass with the sink (key 0) excluded, r={r_high} minus r={r_low}",
+                      paper_value="(k-1)/(k+1) of blocks: " + ", ".join(
+                          f"{row['analytic (k-1)/(k+1) of blocks']:.2f}" for _, row in table.iterrows()) +
+                          f" at r = {', '.join(str(r) for r in table.index)}",
+                      ours=f"{value:+.2f}; {shown}", low=low, high=high,
+                      method="bootstrap over sentences", n=len(rise), verdict=verdict_for_difference(low, high),
+                      figure=f"{figure_prefix}sr_block_shares.png", quantity="share difference"))
+
+    task = tagging.task
+    paper = paper_f1_by_r()
+
+    def comparison_row(where, claim, first, second, paper_value, figure, margin=0.0):
+        found = f1_comparison(results, tagging, first, second)
+        verdict = verdict_for_difference(found["low"] + margin, found["high"] + margin)
+        return Claim(**common, where=where, claim=claim, paper_value=paper_value,
+                     ours=f"{found['value']:+.1f} F1 ({task}, mean of {found['seeds']} seed{'s' * (found['seeds'] > 1)})",
+                     low=found["low"], high=found["high"], n=found["sentences"],
+                     method=f"bootstrap over {found['seeds']} seeds x test sentences", verdict=verdict,
+                     figure=f"{figure_prefix}{figure}.png", quantity="F1 difference")
+
+    has = lambda kind, r=0, exit_layer=None: not _selected(results, task, kind, r, exit_layer).empty  # noqa: E731
+    if has("sr", 0) and has("sr", 1):
+        rows.append(comparison_row("§4.2, Fig. 2", "repeating once (r=1) beats the causal decoder (r=0)",
+                                   dict(kind="sr", r=1), dict(kind="sr", r=0),
+                                   f"{paper[1] - paper[0]:+.1f} F1 (CoNLL03, 7-decoder mean)", "sr_f1_vs_r"))
+    summary = summarize(results)
+    best = best_sr_r(summary, task)
+    paper_table1_values = paper_table1()
+    for kind in ("middle", "full"):
+        if has("sr", best) and has(kind):
+            rows.append(comparison_row("§4.1, Table 1", f"SR (r={best}, picked on validation) beats {kind} unmasking",
+                                       dict(kind="sr", r=best), dict(kind=kind),
+                                       f"{paper_table1_values['sr'] - paper_table1_values[kind]:+.1f} F1 "
+                                       "(CoNLL03, 7-decoder mean)", "sr_f1_vs_r"))
+    exits = sorted({_exit_or_none(value) for value in results.exit_layer} - {None})
+    for exit_layer in exits:
+        at_exit = results.loc[np.array([_exit_or_none(v) == exit_layer for v in results.exit_layer], dtype=bool)]
+        for r in sorted(set(at_exit.r)):
+            if has("sr", r) and has("sr", r, exit_layer):
+                rows.append(comparison_row(
+                    "§4.4, Fig. 5", f"SR r={r} fine-tuned up to exit@{exit_layer} ({exit_layer - 1} of {num_layers} layers) "
+                    f"matches the last layer: not worse by more than {EXIT_MARGIN:g} F1",
+                    dict(kind="sr", r=r, exit_layer=exit_layer), dict(kind="sr", r=r),
+                    "exit@19 and exit@24 of 32 match or beat the last layer", "sr_early_exit", margin=EXIT_MARGIN))
+        repeats = sorted(set(at_exit.r))
+        if len(repeats) > 1:
+            rows.append(comparison_row("§4.4, Fig. 5", f"at exit@{exit_layer}, more repetitions help: r={repeats[-1]} "
+                                       f"beats r={repeats[0]}", dict(kind="sr", r=repeats[-1], exit_layer=exit_layer),
+                                       dict(kind="sr", r=repeats[0], exit_layer=exit_layer),
+                                       "quality improves with more repetitions at L=19 and L=24", "sr_early_exit"))
+    if probe:
+        if 0 in probe and 1 in probe:
+            value, low, high = probe_middle_gain(probe, num_layers)
+            lower, upper = M.middle_unmasked_layers(num_layers)
+            rows.append(Claim(**common, where="§4.2, Fig. 2 (frozen-feature probe)",
+                              claim=f"r=1 beats r=0 in the untrained decoder's middle layers {lower}..{upper} "
+                                    "(logistic-regression probe per layer)",
+                              paper_value=f"{paper[1] - paper[0]:+.1f} F1 fine-tuned (CoNLL03, 7-decoder mean)",
+                              ours=f"{value:+.1f} F1 ({task}, mean over {upper - lower + 1} layers)", low=low, high=high,
+                              method="paired bootstrap over test sentences", n=len(tagging.test),
+                              verdict=verdict_for_difference(low, high), figure=f"{figure_prefix}sr_probe.png",
+                              quantity="F1 difference"))
+        exit_layer = scaled_exit_layer(19, num_layers)
+        for r in sorted(probe):
+            if r == 0:
+                continue
+            value, low, high = probe_layer_difference(probe, r, exit_layer - 1, num_layers)
+            rows.append(Claim(**common, where="§4.4, Fig. 5 (frozen-feature probe)",
+                              claim=f"r={r}: the probe on the state entering layer {exit_layer} (exit@{exit_layer}, "
+                                    f"{exit_layer - 1} of {num_layers} layers) is not worse than on the last layer by "
+                                    f"more than {EXIT_MARGIN:g} F1",
+                              paper_value="exit@19 of 32 matches or beats the last layer",
+                              ours=f"{value:+.1f} F1 ({task})", low=low, high=high,
+                              method="paired bootstrap over test sentences", n=len(tagging.test),
+                              verdict=verdict_for_difference(low + EXIT_MARGIN, high + EXIT_MARGIN),
+                              figure=f"{figure_prefix}sr_probe.png", quantity="F1 difference"))
+    return rows

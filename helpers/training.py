@@ -252,7 +252,8 @@ def check_run_settings(run_dir, settings: dict, resume: bool = True) -> None:
 
 def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, config: TrainConfig, run_dir,
           evaluate: Callable | None = None, resume: bool = True, stop_after: int | None = None,
-          progress: bool = True, settings: dict | None = None) -> list[dict]:
+          progress: bool = True, settings: dict | None = None,
+          lr_lambda: Callable[[int], float] | None = None) -> list[dict]:
     """Train ``model``'s trainable parameters; returns the run's metric records.
 
     Args:
@@ -262,11 +263,16 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         stop_after: stop (as if interrupted) once this step is done; a checkpoint is written there.
         settings: everything besides ``config`` that changes the run (objective, data, mask id, ...). Both are
             stored in ``run_dir/settings.json``; resuming a run stored under other settings is refused.
+        lr_lambda: ``step -> factor``; step ``s`` (0-based) uses ``config.lr * lr_lambda(s)`` (a pure function of
+            the step, so resuming needs no scheduler state). None keeps ``config.lr`` (see :func:`linear_decay`).
+            Its factor at every step is part of the run's stored settings.
     """
     from accelerate import Accelerator
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
+        settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
     check_run_settings(run_dir, run_settings(config, settings), resume)
     accelerator = Accelerator(mixed_precision=precision(model_device(model)).mixed_precision)
     parameters = [p for p in model.parameters() if p.requires_grad]
@@ -300,6 +306,9 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
             total += float(loss.detach())
         if config.max_grad_norm:
             accelerator.clip_grad_norm_(parameters, config.max_grad_norm)
+        if lr_lambda is not None:
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * float(lr_lambda(step))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         done = step + 1
@@ -311,6 +320,12 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
             save_checkpoint(run_dir, accelerator.unwrap_model(model), optimizer, done)
     model.eval()
     return read_metrics(run_dir)
+
+
+def linear_decay(steps: int) -> Callable[[int], float]:
+    """The HF Trainer default schedule (no warm-up): step ``s`` of ``steps`` runs at ``1 - s / steps`` of the lr."""
+    steps = whole_number(steps, "steps")
+    return lambda step: max(0.0, 1.0 - step / steps)
 
 
 def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:

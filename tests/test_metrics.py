@@ -113,3 +113,26 @@ def test_interleaved_timings_rejects_empty_jobs_inputs_and_bad_rounds():
         metrics.interleaved_timings({"a": lambda x: x}, [])
     with pytest.raises(ValueError, match="rounds=0"):
         metrics.interleaved_timings({"a": lambda x: x}, [1], rounds=0)
+
+
+def test_entity_counts_add_up_to_seqeval_f1_and_the_two_level_bootstrap_brackets_it():
+    import random
+
+    from helpers import metrics
+
+    generator = random.Random(0)
+    tags = ["O", "B-NP", "I-NP", "B-PER", "I-PER"]
+    truth = [[generator.choice(tags) for _ in range(generator.randint(1, 9))] for _ in range(40)]
+    guess = [[tag if generator.random() < 0.7 else generator.choice(tags) for tag in row] for row in truth]
+    counts = metrics.entity_counts(truth, guess)
+    assert metrics.f1_from_counts(counts) == pytest.approx(metrics.seqeval_f1(truth, guess))
+    assert metrics.f1_from_counts(counts[:7]) == pytest.approx(metrics.seqeval_f1(truth[:7], guess[:7]))
+    assert metrics.f1_from_counts(metrics.entity_counts(truth, truth)) == 1.0
+    # two seeds that score the same sentences: the interval holds the mean and shrinks to a point without spread
+    groups = [counts, metrics.entity_counts(truth, truth)]
+    mean_f1 = lambda runs: sum(metrics.f1_from_counts(run) for run in runs) / len(runs)  # noqa: E731
+    value, low, high = metrics.seed_and_example_interval(groups, mean_f1, resamples=300)
+    assert low <= value <= high and value == pytest.approx((metrics.f1_from_counts(counts) + 1) / 2)
+    assert metrics.seed_and_example_interval([[(1, 1, 1)] * 5] * 2, mean_f1, resamples=50) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="every seed must score the same examples"):
+        metrics.seed_and_example_interval([counts, counts[:3]], mean_f1)

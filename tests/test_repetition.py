@@ -113,9 +113,10 @@ def test_repetition_lets_the_first_token_see_the_last_one(tiny):
 
 # --------------------------------------------------------------------------- App. A.3.1 middle layers
 
-@pytest.mark.parametrize("depth, lower, upper", [(28, 9, 18), (32, 10, 21)])
+@pytest.mark.parametrize("depth, lower, upper", [(28, 9, 18), (32, 10, 21), (31, 10, 20), (33, 11, 21)])
 def test_middle_unmasking_follows_appendix_a31(depth, lower, upper):
-    # N_u = floor(N/3)_even; lb = N/2 - 1 - N_u/2; ub = N/2 + N_u/2: 28 -> N_u = 8, 32 -> N_u = 10.
+    # N_u = floor(N/3)_even; lb = N/2 - 1 - N_u/2; ub = N/2 + N_u/2: 28 -> N_u = 8, 32 -> N_u = 10; for odd N the
+    # bounds are half-integers (33: lb = 10.5, ub = 21.5), so layers 11..21, not N // 2's 10..21.
     assert M.middle_unmasked_layers(depth) == (lower, upper)
     layer_masks = R.strategy_masks(R.Strategy("middle"), depth)["layer_masks"]
     assert [mask is M.bidirectional for mask in layer_masks] == [lower <= i <= upper for i in range(depth)]
@@ -126,22 +127,34 @@ def test_middle_unmasking_follows_appendix_a31(depth, lower, upper):
 
 # --------------------------------------------------------------------------- §3.5 early exit
 
+def test_middle_unmasking_matches_the_authors_float_bounds_at_every_depth():
+    for depth in range(3, 65):  # the public code: mask_cutoff = (N / 3) // 2 * 2; unmask lb <= i <= ub in floats
+        cutoff = (depth / 3) // 2 * 2
+        lb, ub = depth / 2 - 1 - cutoff / 2, depth / 2 + cutoff / 2
+        assert [lb <= i <= ub for i in range(depth)] == [m is M.bidirectional for m in M.middle_unmasking(depth)]
+
+
 def test_exit_layers_are_the_papers_for_32_layers_and_scale_with_depth():
     assert R.exit_layers(32) == (9, 14, 19, 24)
-    assert R.exit_layers(30) == (8, 13, 18, 23)
-    assert all(1 <= layer <= 4 for layer in R.exit_layers(4))
+    assert R.exit_layers(30) == (9, 13, 18, 23)  # 8, 12, 17, 22 of 30 layers kept (8, 13, 18, 23 of 32)
+    assert all(2 <= layer < 4 for layer in R.exit_layers(4))
+    assert R.scaled_exit_layer(19, 32) == 19 and R.scaled_exit_layer(19, 30) == 18
 
 
-def test_early_exit_reads_the_hidden_state_after_layer_l(tiny):
+def test_early_exit_runs_the_layers_before_layer_l(tiny):
+    # §3.5 "up to, but not including, layer L": exit@L reads the state after L - 1 layers, as the authors'
+    # EARLY_EXIT_LAYERS=(8 13 18 23) do for L = 9, 14, 19, 24.
     body, _ = tiny
     ids = torch.randint(10, 2000, (1, 5), generator=torch.Generator().manual_seed(2))
     full = body(input_ids=ids, output_hidden_states=True, use_cache=False)
-    for layer in (1, 2, 3):
+    for layer in (2, 3, 4):
         with R.early_exit(body, layer):
-            assert len(models.decoder_layers(body)) == layer and body.config.num_hidden_layers == layer
+            assert len(models.decoder_layers(body)) == layer - 1 and body.config.num_hidden_layers == layer - 1
             cut, _ = R.sr_features(body, ids, None, R.Strategy("sr", 0))
-        torch.testing.assert_close(cut[0], body.norm(full.hidden_states[layer])[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(cut[0], body.norm(full.hidden_states[layer - 1])[0], atol=1e-5, rtol=1e-5)
     assert len(models.decoder_layers(body)) == 4 and body.config.num_hidden_layers == 4  # restored
+    with pytest.raises(ValueError, match="exit_layer=1"):
+        R.check_exit_layer(1, 4)
 
 
 # --------------------------------------------------------------------------- labels on first sub-tokens
@@ -190,6 +203,38 @@ def test_block_mass_shares_count_mass_in_full_blocks():
         on_first_copy[0, 0, q, q % n if copies[q] > 0 else 0] = 1.0
     assert float(R.block_mass_shares([on_diagonal], n, r)[0]) == 0.0
     assert float(R.block_mass_shares([on_first_copy], n, r)[0]) == pytest.approx(2 / 3)  # copies 2 and 3 of 3
+    assert float(R.block_mass_shares([on_first_copy], n, r, last_copy=True)[0]) == 1.0
+
+
+def test_block_shares_without_the_sink_drop_key_zero():
+    # Half of every row on key 0 (the sink), the rest on the query itself (a diagonal block).
+    n, r = 3, 1
+    length = (r + 1) * n
+    sink = torch.zeros(1, 1, length, length)
+    for q in range(length):
+        sink[0, 0, q, 0] += 0.5
+        sink[0, 0, q, q] += 0.5
+    # copy 1's queries put 0.5 in a full block (key 0); copy 0's put none: 0.25 overall, all of it the sink
+    assert float(R.block_mass_shares([sink], n, r)[0]) == pytest.approx(0.25)
+    assert float(R.block_mass_shares([sink], n, r, exclude_sink=True)[0]) == 0.0
+    assert float(R.block_mass_shares([sink], n, r, last_copy=True)[0]) == pytest.approx(0.5)
+    # a key-1 full-block share survives the exclusion: query 4 puts 0.25 on key 1 and 0.25 on key 0
+    sink[0, 0, 4] = torch.tensor([0.25, 0.25, 0.0, 0.0, 0.5, 0.0])
+    expected = (1 / 3) / 5  # query 4: 0.25 / 0.75; the other four kept queries (0 is dropped): 0
+    assert float(R.block_mass_shares([sink], n, r, exclude_sink=True)[0]) == pytest.approx(expected)
+
+
+def test_block_share_views_measure_a_real_model(tiny):
+    body, _ = tiny
+    model = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0,
+                              attn_implementation="eager")[0]
+    sentences = [torch.randint(10, 2000, (5,), generator=torch.Generator().manual_seed(s)) for s in range(3)]
+    views = R.measure_block_share_views(model, sentences, [0, 1, 2], progress=False)
+    assert set(views) == set(R.SHARE_VIEWS) and views["last copy"][1].shape == (3, model.config.num_hidden_layers)
+    assert all(float(views[view][0].abs().max()) == 0.0 for view in R.SHARE_VIEWS)  # r = 0 has no full block
+    table = R.block_share_views_table(views, resamples=50)
+    assert list(table.index) == [1, 2] and table.loc[1, "analytic (k-1)/(k+1) of blocks"] == pytest.approx(1 / 3)
+    assert "formula 0.33" in R.describe_block_share_views(table)
 
 
 # --------------------------------------------------------------------------- bad inputs
@@ -203,8 +248,8 @@ def test_bad_inputs_raise_clear_errors(tiny):
         R.repeat_batch(ids, None, -2)
     with pytest.raises(ValueError, match="r=2 with kind='full'"):
         R.Strategy("full", 2)
-    with pytest.raises(ValueError, match="exit_layer=5 is out of range for a model with 4 layers"):
-        R.check_exit_layer(5, 4)
+    with pytest.raises(ValueError, match="exit_layer=6 is out of range for a model with 4 layers"):
+        R.check_exit_layer(6, 4)
     with pytest.raises(ValueError, match="exit_layer=0"):
         R.Strategy("sr", 1, 0)
     with pytest.raises(ValueError, match="exit_layer=9"):
@@ -275,15 +320,98 @@ def test_summary_is_mean_and_ci_over_seeds_and_table1_picks_the_best_r():
     from helpers import metrics
 
     rows = []
+    validation = {("sr", 0): 0.5, ("sr", 1): 0.8, ("sr", 2): 0.7, ("middle", 0): 0.6, ("full", 0): 0.6}
     for seed, scores in enumerate([(0.50, 0.70, 0.74, 0.60, 0.65), (0.54, 0.72, 0.70, 0.62, 0.61)]):
         for (kind, r), score in zip([("sr", 0), ("sr", 1), ("sr", 2), ("middle", 0), ("full", 0)], scores):
             label = R.Strategy(kind, r).label
             rows.append({"task": "ner", "strategy": label, "kind": kind, "r": r, "exit_layer": None, "seed": seed,
-                         "test_f1": score})
+                         "test_f1": score, "validation_f1": validation[kind, r]})
     summary = R.summarize(pd.DataFrame(rows))
     sr1 = summary[(summary.kind == "sr") & (summary.r == 1)].iloc[0]
     assert (sr1.f1, sr1.ci95) == pytest.approx(metrics.mean_ci95([70.0, 72.0]))
-    assert R.best_sr_r(summary, "ner") == 2  # mean 72.0 beats r = 1's 71.0
+    # test means favour r = 2 (72.0 against 71.0), validation favours r = 1: the test split never picks
+    assert R.best_sr_r(summary, "ner") == 1
     table = R.table1(summary)
-    assert list(table.method) == ["SR (r=2)", "middle unmasking", "full unmasking"]
+    assert list(table.method) == ["SR (r=1)", "middle unmasking", "full unmasking"]
+    one_seed = R.summarize(pd.DataFrame(rows[:5]))
+    assert one_seed.ci95.isna().all() and R.f1_text(70.0, float("nan"), 1) == "70.0 ± n/a (1 seed)"
     assert table[R.PAPER_TABLE1_COLUMN].tolist() == pytest.approx([92.92, 92.16, 92.30], abs=0.01)
+
+
+def test_one_seed_builds_one_tagger_and_another_seed_another():
+    settings = dataclasses.replace(R.SETTINGS["smoke"], lora_r=2, lora_alpha=2)
+    build = lambda seed: R.build_tagger("tiny-random:llama", 3, R.Strategy("sr", 1), settings, seed=seed,  # noqa: E731
+                                        device="cpu")[0]
+    trainable = lambda tagger: {name: p.detach().clone() for name, p in tagger.named_parameters()  # noqa: E731
+                                if p.requires_grad}
+    torch.manual_seed(123)  # whatever ran before must not matter
+    first = trainable(build(5))
+    torch.manual_seed(456)
+    again, other = trainable(build(5)), trainable(build(6))
+    assert any("lora_A" in name for name in first) and "head.weight" in first
+    assert all(torch.equal(first[name], again[name]) for name in first)
+    assert all(not torch.equal(first[name], other[name]) for name in first if "lora_A" in name or name == "head.weight")
+
+
+def test_the_head_reads_its_input_through_dropout_in_training_only(tiny):
+    _, tokenizer = tiny
+    settings = dataclasses.replace(R.SETTINGS["smoke"], lora_r=2, lora_alpha=2, classifier_dropout=0.5)
+    tagger, _ = R.build_tagger("tiny-random:llama", 3, R.Strategy("sr", 0), settings, seed=0, device="cpu")
+    assert tagger.dropout.p == 0.5 and R.SETTINGS["paper"].classifier_dropout == 0.1
+    ids = torch.randint(10, 2000, (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    tagger.eval()
+    torch.testing.assert_close(tagger(ids, mask)["logits"], tagger(ids, mask)["logits"])
+    tagger.train()
+    assert not torch.equal(tagger(ids, mask)["logits"], tagger(ids, mask)["logits"])
+
+
+def test_f1_comparison_pairs_seeds_and_sentences():
+    import pandas as pd
+
+    tags = [("B-NP", "I-NP", "O"), ("O", "B-NP"), ("B-NP", "O", "B-NP")]
+    sentences = [R.EncodedSentence((1,) * len(t), tuple(range(len(t))), ("w",) * len(t), t) for t in tags]
+    tagging = R.TaggingData("chunks", ("O", "B-NP", "I-NP"), sentences, sentences, sentences, PAD)
+    perfect = [list(t) for t in tags]
+    blind = [["O"] * len(t) for t in tags]
+    rows = [{"task": "chunks", "kind": "sr", "r": r, "exit_layer": None, "seed": seed,
+             "test_predictions": perfect if r == 1 else blind} for r in (0, 1) for seed in (5, 29)]
+    found = R.f1_comparison(pd.DataFrame(rows), tagging, dict(kind="sr", r=1), dict(kind="sr", r=0), resamples=100)
+    assert (found["value"], found["low"], found["high"]) == (100.0, 100.0, 100.0)
+    assert found["seeds"] == 2 and found["sentences"] == 3
+    alone = R.f1_comparison(pd.DataFrame(rows), tagging, dict(kind="sr", r=1), resamples=100)
+    assert alone["value"] == 100.0
+    with pytest.raises(ValueError, match="no seed has runs of both"):
+        R.f1_comparison(pd.DataFrame(rows), tagging, dict(kind="sr", r=1), dict(kind="middle"))
+
+
+def test_the_probe_scores_every_layer_of_the_frozen_decoder(tiny):
+    body, tokenizer = tiny
+    words = [("Elizabeth", "walked", "home"), ("the", "tall", "man", "rode"), ("Jane", "smiled")] * 4
+    tags = [("B-NP", "O", "B-NP"), ("B-NP", "I-NP", "I-NP", "O"), ("B-NP", "O")] * 4
+    encoded = R.encode_sentences(tokenizer, [R.TaggedSentence(w, t) for w, t in zip(words, tags)], 32)
+    tagging = R.TaggingData("chunks", R.label_vocabulary(tags), encoded, encoded[:3], encoded[:6], PAD)
+    settings = dataclasses.replace(R.SETTINGS["smoke"], probe_max_iter=50)
+    features = R.layer_features(body, tagging.test, R.Strategy("sr", 1), PAD)
+    assert features.shape == (body.config.num_hidden_layers + 1, sum(len(t) for t in tags[:6]), body.config.hidden_size)
+    probe = R.probe_layers(body, tagging, [0, 1], settings, progress=False)
+    assert set(probe) == {0, 1} and len(probe[0]) == body.config.num_hidden_layers + 1
+    assert all(len(counts) == 6 for counts in probe[1])
+    table = R.probe_table(probe, resamples=20)
+    assert len(table) == 2 * (body.config.num_hidden_layers + 1) and (table.low <= table.f1).all()
+
+
+def test_parallel_training_processes_give_the_results_of_one_process(tmp_path, tiny, monkeypatch):
+    from helpers import paths
+
+    _, tokenizer = tiny
+    tagging = toy_data(tokenizer)
+    base = dataclasses.replace(R.SETTINGS["smoke"], steps=2, batch_size=2, lora_r=2, lora_alpha=2, eval_every=1)
+    found = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path / f"w{workers}")
+        settings = dataclasses.replace(base, workers=workers, threads=1)
+        table = R.run_experiments({"ner": tagging}, [R.Strategy("sr", 0), R.Strategy("sr", 1)], (0, 1), settings,
+                                  model_name="tiny-random:llama", run_prefix="t", progress=False)
+        found[workers] = table[["strategy", "seed", "validation_f1", "test_f1", "test_predictions"]].to_dict("records")
+    assert found[1] == found[2] and len(found[1]) == 4

@@ -204,3 +204,23 @@ def test_adapters_are_keyed_by_their_settings_and_checked_on_load(tmp_path, monk
 def test_train_config_refuses_settings_that_would_misbehave(changes, name):
     with pytest.raises(ValueError, match=rf"^{re.escape(name)}(\[\d\])?="):
         T.TrainConfig(**{"steps": 2, "batch_size": 1, **changes})
+
+
+def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_path):
+    assert [T.linear_decay(4)(step) for step in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    with pytest.raises(ValueError, match="steps=0"):
+        T.linear_decay(0)
+
+    def moved(lr_lambda):
+        weight = torch.nn.Parameter(torch.ones(3))
+        model = torch.nn.Module()
+        model.weight = weight
+        config = T.TrainConfig(steps=3, batch_size=1, lr=0.1, eval_every=0)
+        T.train(model, batch_for=lambda step, micro: {}, loss_fn=lambda m, b: {"loss": (m.weight ** 2).sum()},
+                config=config, run_dir=tmp_path / str(id(lr_lambda)), progress=False, lr_lambda=lr_lambda)
+        return float((weight.detach() - 1).abs().max())
+
+    assert moved(lambda step: 0.0) == 0.0  # a zero factor freezes every step
+    # AdamW's first steps move each weight by about lr x factor: 0.1 x (1 + 2/3 + 1/3) for linear decay over 3 steps
+    assert moved(T.linear_decay(3)) == pytest.approx(0.2, abs=0.01)
+    assert moved(None) == pytest.approx(0.3, abs=0.01)

@@ -16,7 +16,7 @@ from .. import repetition as R
 from .core import _as_numpy, token_labels
 
 __all__ = ["sr_block_analysis_figure", "sr_f1_figure", "sr_early_exit_figure", "sr_speed_figure", "sr_tagging_view",
-           "sr_attention_figure"]
+           "sr_attention_figure", "sr_probe_figure"]
 
 _BLOCK_COLORS = {M.BLOCK_FULL: "#08519c", M.BLOCK_LOWER: "#31a354", M.BLOCK_ZERO: "#bdbdbd"}
 
@@ -117,7 +117,7 @@ def sr_early_exit_figure(summary, num_layers: int) -> plt.Figure:
             full = summary[(summary.task == task) & (summary.kind == "sr") & (summary.r == r) & summary.exit_layer.isna()]
             if not full.empty:
                 ax.axhline(float(full.f1.iloc[0]), color=color, ls="--", lw=1, label=f"r={r}, all {num_layers} layers")
-        ax.set(xlabel=f"exit layer L (layers[:L] of {num_layers})", ylabel="micro F1 (x100)", title=task)
+        ax.set(xlabel=f"exit layer L (the L-1 layers before it, of {num_layers})", ylabel="micro F1 (x100)", title=task)
         ax.set_xticks(sorted({int(layer) for layer in rows.exit_layer}))
         ax.legend(fontsize=7)
     fig.suptitle("SR Fig. 5: early exit")
@@ -206,3 +206,26 @@ def sr_tagging_view(taggers: dict, tokenizer, labels: Sequence[str], sentence: s
         reference = labelled.chunks
     explained = R.explain_sentence(taggers[r], tokenizer, labels, labelled.words)
     return sr_attention_figure(explained, tokenizer, layer, reference)
+
+
+def sr_probe_figure(table, num_layers: int, exit_layers: Sequence[int] = (), task: str = "") -> plt.Figure:
+    """Fig. 5's layer curve without fine-tuning: frozen-feature probe F1 per layer for each r (95% bootstrap band
+    over test sentences), App. A.3.1's middle layers shaded, the exit layers' inputs marked."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    palette = plt.get_cmap("viridis")
+    repeats = sorted(set(table.r))
+    lower, upper = M.middle_unmasked_layers(num_layers)
+    ax.axvspan(lower + 1, upper + 1, color="#fee391", alpha=0.5, label=f"middle layers {lower}..{upper} (App. A.3.1)")
+    for index, r in enumerate(repeats):
+        rows = table[table.r == r].sort_values("layer")
+        color = palette(index / max(1, len(repeats)))
+        ax.plot(rows.layer, rows.f1, "o-", ms=3, color=color, label=f"r={r}")
+        ax.fill_between(rows.layer, rows.low, rows.high, color=color, alpha=0.2)
+    for layer in exit_layers:
+        ax.axvline(layer - 1, color="grey", ls=":", lw=1)
+        ax.text(layer - 1, ax.get_ylim()[0], f" exit@{layer}", rotation=90, va="bottom", fontsize=7, color="grey")
+    ax.set(xlabel="layers run (0 = embeddings)", ylabel="probe micro F1 (x100)",
+           title=f"Frozen-feature probe{', ' + task if task else ''}: logistic regression per layer")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
