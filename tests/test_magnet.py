@@ -361,6 +361,24 @@ def test_loss_slope_sees_a_falling_loss():
     assert low < 0 < high
 
 
+def test_row_hits_add_up_to_the_masked_lm_evaluation(tiny):
+    model, tokenizer = tiny
+    blocks = torch.randint(10, 2000, (6, 20), generator=torch.Generator().manual_seed(1))
+    batches = {objective: O.fixed_eval_batches(objective, blocks, batch_size=3, num_batches=2, mask_id=MASK_ID,
+                                               vocab_size=2000, special_ids=SPECIAL) for objective in O.OBJECTIVES}
+    hits = {objective.upper(): G.masked_lm_row_hits(model, batches[objective]) for objective in O.OBJECTIVES}
+    for objective in O.OBJECTIVES:
+        correct, counts = hits[objective.upper()]
+        assert len(counts) == 6 and correct.sum() / counts.sum() == pytest.approx(
+            O.evaluate_masked_lm(model, batches[objective])["eval_accuracy"])
+    assert np.array_equal(hits["MNTP"][1], hits["MTP"][1])  # the same selected tokens for both objectives
+    runs = {name: [{"step": s, "loss": 3 - 0.01 * s} for s in range(1, 21)] for name in ("MNTP", "MTP")}
+    rows = G.notebook02_claims(runs, hits)
+    assert [r.verdict for r in rows][1] == "inconclusive" and rows[0].n == 6
+    with pytest.raises(ValueError, match="different selections"):
+        G.notebook02_claims(runs, {"MNTP": hits["MNTP"], "MTP": (hits["MTP"][0][:5], hits["MTP"][1][:5])})
+
+
 def test_repetition_difference_is_paired_over_prefixes():
     def texts(rep):
         return [{"text": "A b.", "continuation_ids": ids} for ids in rep]
