@@ -67,15 +67,14 @@ def required_for(profile, notebook: str | None = None) -> list[str]:
     """The offline assets a profile (and notebook, if given) reads: "embedded model" and/or "Austen corpus".
 
     The embedded model is the smoke and cpu profiles' model (and the tiny model's tokenizer); Austen is their
-    corpus, and notebook 03's Table 3 clusters the six novels by book in every profile.
+    corpus. (``notebook`` is accepted for callers that name one; no notebook reads Austen outside those profiles.)
     """
-    from . import magnet, profiles
+    from . import profiles
 
     needed = []
     if profile.model_name in (profiles.EMBEDDED_MODEL, profiles.TINY_RANDOM_MODEL):
         needed.append("embedded model")
-    clusters_austen = notebook in (None, "03") and magnet.SETTINGS[profile.name].cluster_corpus == "austen"
-    if profile.corpus == "austen" or clusters_austen:
+    if profile.corpus == "austen":
         needed.append("Austen corpus")
     return needed
 

@@ -253,3 +253,39 @@ def seed_and_example_interval(groups: Sequence, statistic, *, resamples: int = 2
     tail = (1 - level) / 2
     low, high = np.quantile(np.asarray(replicates, dtype=float), [tail, 1 - tail])
     return value, float(low), float(high)
+
+
+def ratio_replicates(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 2000,
+                     seed: int = 0):
+    """Bootstrap replicates of ``sum(numerators) / sum(denominators)`` over examples (numpy, vectorised).
+
+    For statistics that are ratios of per-example sums: token accuracy (correct / tokens), entity F1
+    (2 TP / (predicted + gold)), a per-token mean NLL (NLL sum / tokens). The draws depend only on ``seed``
+    and the number of examples, so two quantities over the same examples share their resamples: the
+    difference of their replicates is a paired bootstrap.
+    """
+    import numpy as np
+
+    numerators, denominators = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    if numerators.ndim != 1 or numerators.shape != denominators.shape or len(numerators) == 0:
+        raise ValueError(f"numerators {numerators.shape} and denominators {denominators.shape} must be equally long, "
+                         "non-empty 1-d sequences (one entry per example)")
+    resamples = whole_number(resamples, "resamples")
+    draws = np.random.default_rng(seed).integers(0, len(numerators), size=(resamples, len(numerators)))
+    totals = denominators[draws].sum(axis=1)
+    return numerators[draws].sum(axis=1) / np.where(totals == 0, np.nan, totals)
+
+
+def replicate_interval(replicates, level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``replicates`` (replicates with an empty denominator are dropped)."""
+    import numpy as np
+
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1)")
+    values = np.asarray(replicates, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        raise ValueError("replicates holds no finite value")
+    tail = (1 - level) / 2
+    low, high = np.quantile(values, [tail, 1 - tail])
+    return float(low), float(high)

@@ -49,7 +49,7 @@ def test_pinning_rewrites_every_install_cell(tmp_path):
 def test_assets_follow_the_profile_and_notebook():
     gpu, cpu = profiles.get("gpu"), profiles.get("cpu")
     assert assets.required_for(gpu, "02") == []
-    assert assets.required_for(gpu, "03") == ["Austen corpus"]  # Table 3 clusters the novels by book
+    assert assets.required_for(gpu, "03") == []  # no notebook reads Austen in the gpu profile
     assert assets.required_for(cpu, "02") == ["embedded model", "Austen corpus"]
     assert assets.required_for(profiles.get("smoke"), "05") == ["embedded model", "Austen corpus"]
 

@@ -11,7 +11,6 @@ import sys
 
 import datasets
 import pytest
-import torch
 
 from helpers import data, decoding, magnet, models, profiles
 from helpers import masks as M

@@ -1,6 +1,8 @@
 """MAGNET (seed 000): MSG labels and loss, SSCL (Eq. 3), joint training, repetition metrics, §4.1 pooling, bad inputs."""
 import math
 
+import numpy as np
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -46,6 +48,8 @@ def test_msg_labels_fall_on_span_tokens_only():
         mntp_targets = torch.zeros(40, dtype=torch.bool)
         mntp_targets[1:] = batch["mntp_labels"][row][:-1] != O.IGNORE_INDEX
         assert not (mntp_targets & in_span).any() and mntp_targets.any()
+        # §3.2.1: MNTP predicts from context only, so no MNTP label sits on a span token's output
+        assert not ((batch["mntp_labels"][row] != O.IGNORE_INDEX) & in_span).any()
         assert not (labelled & (batch["mntp_labels"][row] != O.IGNORE_INDEX)).any()
 
 
@@ -245,6 +249,146 @@ def test_word_token_spans_cover_every_token_after_bos(tiny):
     assert ids[0] == tokenizer.bos_token_id and spans[0][0] == 1 and spans[-1][1] == len(ids)
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     assert tokenizer.decode(ids[spans[1][0]:spans[1][1]]).strip() == "Darcy"
+
+
+def test_mntp_never_targets_the_token_right_after_a_span():
+    ids = torch.randint(10, VOCAB, (64, 30), generator=torch.Generator().manual_seed(3))
+    ids[ids == MASK_ID] = 8
+    spans = [[(4, 9), (15, 20)]] * 64
+    batch = G.masked_view(ids, spans, mask_id=MASK_ID, vocab_size=VOCAB, special_ids=SPECIAL,
+                          masking=O.MaskingConfig(ratio=0.9), generator=torch.Generator().manual_seed(0))
+    targets = torch.zeros_like(ids, dtype=torch.bool)
+    targets[:, 1:] = batch["mntp_labels"][:, :-1] != O.IGNORE_INDEX
+    assert not targets[:, 9].any() and not targets[:, 20].any()  # the tokens right after the spans
+    assert targets[:, 10].any() and targets[:, 21].any()  # one further on, context tokens are targets again
+    assert torch.equal(batch["input_ids"][:, 9], ids[:, 9])  # and are never corrupted
+
+
+# --- Table 4 data and intervals ---
+
+def test_block_infilling_spans_never_hold_a_paragraph_separator(tiny):
+    _, tokenizer = tiny
+    texts = ["Short one.", "It rained all day in Highbury and nobody came.", "Yes.", "No, indeed, not at all, sir."] * 30
+    examples = G.block_infilling_data(tokenizer, texts, block_len=24, count=20, max_spans=2, span_min=3, span_max=6, seed=0)
+    assert len(examples) == 20
+    separator = tokenizer.eos_token_id
+    assert any((e.ids == separator).any() for e in examples)  # the blocks do cross paragraphs
+    for example in examples:
+        assert all(not (example.ids[start:end] == separator).any() for start, end in example.spans)
+
+
+def test_sentence_infilling_masks_only_sentences_msg_could_have_trained_on(tiny):
+    _, tokenizer = tiny
+    long = " ".join(["Elizabeth walked"] * 20) + "."
+    passages = [["She came.", long, "He left.", "They sat.", "It ended."]] * 12 + [[long] * 5]
+    examples = G.sentence_infilling_data(tokenizer, passages, seed=0, max_span_tokens=8)
+    assert len(examples) == 12  # the passage of long sentences only is left out
+    assert all(end - start <= 8 for e in examples for start, end in e.spans)
+    assert len(G.sentence_infilling_data(tokenizer, passages, seed=0)) == 13
+
+
+def test_nll_gain_is_paired_over_the_same_examples():
+    worse = {"example_nll": [4.0, 6.0, 9.0], "example_tokens": [2, 3, 3]}
+    better = {"example_nll": [2.0, 3.0, 9.0], "example_tokens": [2, 3, 3]}
+    gain, low, high = G.nll_gain_interval(worse, better)
+    assert gain == pytest.approx(5 / 8) and 0 <= low <= gain <= high
+    with pytest.raises(ValueError, match="different examples"):
+        G.nll_gain_interval(worse, {"example_nll": [1.0, 1.0, 1.0], "example_tokens": [2, 3, 4]})
+
+
+# --- Table 1: metrics and intervals ---
+
+def test_entity_counts_give_seqeval_f1():
+    generator = torch.Generator().manual_seed(0)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    gold, predicted = [], []
+    for _ in range(200):
+        length = int(torch.randint(1, 12, (1,), generator=generator))
+        gold.append([tags[i] for i in torch.randint(0, 5, (length,), generator=generator).tolist()])
+        predicted.append([tags[i] for i in torch.randint(0, 5, (length,), generator=generator).tolist()])
+    counts = metrics.entity_counts(gold, predicted)
+    tp, n_predicted, n_gold = (sum(c[i] for c in counts) for i in range(3))
+    assert 2 * tp / (n_predicted + n_gold) == pytest.approx(metrics.seqeval_f1(gold, predicted))
+    assert metrics.entity_counts([["B-X", "I-X", "I-Y", "B-X"]], [["B-X", "I-X", "O", "B-X"]]) == [(2, 2, 2)]
+
+
+def test_probe_study_differences_are_paired_over_sentences():
+    def counts(correct):
+        correct = np.array(correct, dtype=float)
+        return {"correct": correct, "tags": np.full(len(correct), 4.0), "tp": correct, "predicted": np.full(len(correct), 2.0),
+                "gold": np.full(len(correct), 2.0)}
+
+    base = [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
+    study = G.ProbeStudy({"a": {t: counts(base) for t in G.PROBE_TASKS},
+                          "b": {t: counts([min(4, c + 1) for c in base]) for t in G.PROBE_TASKS}}, n=10)
+    value, low, high = study.interval("a", "POS")
+    assert value == pytest.approx(100 * 20 / 40) and low < value < high
+    difference, d_low, d_high = study.difference("b", "a", "POS")
+    assert difference == pytest.approx(100 * 8 / 40) and d_low > 0  # every sentence improves: the paired interval excludes 0
+    with pytest.raises(ValueError, match="metric='F1' for task='POS'"):
+        study.interval("a", "POS", "F1")
+
+
+def test_word_probe_study_reads_the_requested_layer_and_shift(tiny):
+    model, tokenizer = tiny
+    from helpers.data import LabelledSentence
+
+    def sentence(words, pos):
+        return LabelledSentence(tuple(words), tuple(pos), tuple("O" for _ in words), tuple("O" for _ in words))
+
+    train = [sentence(["the", "dog", "ran"], ["DET", "NOUN", "VERB"]), sentence(["a", "cat", "sat"], ["DET", "NOUN", "VERB"])] * 4
+    test = [sentence(["the", "cat", "ran"], ["DET", "NOUN", "VERB"])] * 3
+    settings = G.SETTINGS["smoke"]
+    readouts = {"last": G.ProbeReadout("m"), "mid, no shift": G.ProbeReadout("m", 2, shift=False)}
+    study = G.word_probe_study({"m": (model, M.bidirectional)}, readouts, tokenizer, train, test, settings, progress=False)
+    assert set(study.counts) == {"majority tag (chance)", "last", "mid, no shift"} and study.n == 3
+    assert study.interval("majority tag (chance)", "NER")[0] == 100.0
+    states, spans = G.word_hidden_states(model, tokenizer, [["the", "cat"]], mask=M.bidirectional, layers=(2, -1))
+    features = G.word_features(model, tokenizer, [["the", "cat"]], mask=M.bidirectional, shift=False, layer=2)
+    assert torch.allclose(features[0], G.pool_words(states[2][0], spans[0], shift=False))
+    with pytest.raises(ValueError, match="readouts name models"):
+        G.word_probe_study({}, readouts, tokenizer, train, test, settings, progress=False)
+
+
+# --- Fig. 7 and Fig. 6 intervals ---
+
+def test_loss_slope_sees_a_falling_loss():
+    falling = [{"step": s, "loss": 5 - 0.01 * s + 0.001 * (-1) ** s} for s in range(1, 101)]
+    slope, low, high = G.loss_slope(falling, last=50)
+    assert slope == pytest.approx(-1.0, abs=0.01) and high < 0
+    flat = [{"step": s, "loss": 2 + 0.1 * (-1) ** s} for s in range(1, 101)]
+    _, low, high = G.loss_slope(flat, last=50)
+    assert low < 0 < high
+
+
+def test_row_hits_add_up_to_the_masked_lm_evaluation(tiny):
+    model, tokenizer = tiny
+    blocks = torch.randint(10, 2000, (6, 20), generator=torch.Generator().manual_seed(1))
+    batches = {objective: O.fixed_eval_batches(objective, blocks, batch_size=3, num_batches=2, mask_id=MASK_ID,
+                                               vocab_size=2000, special_ids=SPECIAL) for objective in O.OBJECTIVES}
+    hits = {objective.upper(): G.masked_lm_row_hits(model, batches[objective]) for objective in O.OBJECTIVES}
+    for objective in O.OBJECTIVES:
+        correct, counts = hits[objective.upper()]
+        assert len(counts) == 6 and correct.sum() / counts.sum() == pytest.approx(
+            O.evaluate_masked_lm(model, batches[objective])["eval_accuracy"])
+    assert np.array_equal(hits["MNTP"][1], hits["MTP"][1])  # the same selected tokens for both objectives
+    runs = {name: [{"step": s, "loss": 3 - 0.01 * s} for s in range(1, 21)] for name in ("MNTP", "MTP")}
+    rows = G.notebook02_claims(runs, hits)
+    assert [r.verdict for r in rows][1] == "inconclusive" and rows[0].n == 6
+    with pytest.raises(ValueError, match="different selections"):
+        G.notebook02_claims(runs, {"MNTP": hits["MNTP"], "MTP": (hits["MTP"][0][:5], hits["MTP"][1][:5])})
+
+
+def test_repetition_difference_is_paired_over_prefixes():
+    def texts(rep):
+        return [{"text": "A b.", "continuation_ids": ids} for ids in rep]
+
+    looping, fresh = [1, 2, 3, 4] * 3, list(range(12))
+    generations = {("x", "s"): texts([looping, looping, fresh]), ("y", "s"): texts([fresh, fresh, fresh])}
+    value, low, high = G.repetition_difference(generations, "x", "y", "rep_4")
+    assert value == pytest.approx(2 * (1 - 4 / 9) / 3) and low >= 0
+    with pytest.raises(ValueError, match="no texts of model 'z'"):
+        G.repetition_difference(generations, "x", "z", "rep_4")
 
 
 # --- bad inputs ---

@@ -16,7 +16,7 @@ from .. import masks as M
 from .core import draw_mask, token_labels
 
 __all__ = ["magnet_views_figure", "magnet_training_figure", "infilling_ppl_figure", "infill_view", "generation_repetition_figure",
-           "generation_repetition_curve_figure", "word_probe_figure", "sentence_level_figure", "objective_ablation_figure"]
+           "generation_repetition_curve_figure", "word_probe_figure", "objective_ablation_figure"]
 
 _MODEL_COLORS = {"base": "#7f7f7f", "LLM2Vec-style [MNTP]": "#9ecae1", "LLM2Vec-style": "#3182bd",
                  "MAGNET": "#e6550d", "MAGNET (left only)": "#fdae6b", "MNTP + MSG": "#fd8d3c"}
@@ -191,47 +191,30 @@ def generation_repetition_curve_figure(curves: dict[str, Sequence[dict]], bounda
 
 # --- Table 1, Tables 2-3, Table 6 ---
 
-def word_probe_figure(table, paper: dict) -> plt.Figure:
-    """Table 1: linear-probe scores on frozen word representations, ours next to the paper's."""
-    tasks = list(table.columns)
-    series = {m: [table.loc[m, t] for t in tasks] for m in table.index}
-    paper_series = {m: list(paper[m]) if m in paper else None for m in table.index}
-    fig, ax = plt.subplots(figsize=(12, 4.2))
-    _paired_bars(ax, [f"{t} ({'accuracy' if t == 'POS' else 'F1'})" for t in tasks], series, paper_series, "score (%)",
-                 "MAGNET Table 1: word-level probes; hatched = paper (CoNLL-2003, LLaMA-2-7B)", fmt="{:.1f}")
-    fig.tight_layout()
-    return fig
+def word_probe_figure(study, rows: Sequence[str], paper: dict | None = None, metric: str = "accuracy") -> plt.Figure:
+    """Table 1: probe scores with their 95% intervals (bootstrap over test sentences), one panel per task; the
+    majority tag (chance) as a dashed line; the paper's value (CoNLL-2003, LLaMA-2-7B) as a cross where ``paper``
+    maps a row to its (Chunking, NER, POS) triple. ``study`` is a ``magnet.ProbeStudy``."""
+    from ..magnet import ENTITY_TASKS, PROBE_TASKS
 
-
-def sentence_level_figure(table, embeddings: torch.Tensor | None = None, labels: Sequence[str] | None = None,
-                          title: str = "MAGNET") -> plt.Figure:
-    """Tables 2-3 offline: V-measure of clustering sentences by novel; beside it, a PCA of one model's encodings."""
-    columns = list(table.columns)
-    fig, axes = plt.subplots(1, 1 + (embeddings is not None), figsize=(13 if embeddings is not None else 6.5, 4.4),
-                             squeeze=False)
-    ax = axes[0, 0]
-    x = np.arange(len(table.index))
-    width = 0.8 / len(columns)
-    for index, column in enumerate(columns):
-        values = table[column].to_numpy(dtype=float)
-        bars = ax.bar(x + (index - (len(columns) - 1) / 2) * width, values, width, label=column,
-                      color=[_color(m, i) for i, m in enumerate(table.index)], alpha=1.0 - 0.35 * index)
-        for bar, value in zip(bars, values):
-            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{value:.1f}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(x, table.index, rotation=15)
-    ax.set(ylabel="score x 100", title="sentence level (last-token encodings)")
-    ax.legend(fontsize=7)
-    if embeddings is not None:
-        centred = embeddings.float() - embeddings.float().mean(0)
-        _, _, components = torch.pca_lowrank(centred, q=2)
-        points = (centred @ components[:, :2]).numpy()
-        scatter_ax = axes[0, 1]
-        for index, book in enumerate(sorted(set(labels))):
-            chosen = np.array([label == book for label in labels])
-            scatter_ax.scatter(points[chosen, 0], points[chosen, 1], s=10, label=book, color=f"C{index}", alpha=0.7)
-        scatter_ax.set(title=f"{title}: encodings by novel (PCA)", xlabel="PC 1", ylabel="PC 2")
-        scatter_ax.legend(fontsize=7)
-    fig.suptitle("MAGNET Tables 2-3 at workbook scale: clustering Austen sentences by novel")
+    tasks = PROBE_TASKS if metric == "accuracy" else ENTITY_TASKS
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 0.38 * len(rows) + 1.6), sharey=True)
+    y = np.arange(len(rows))[::-1]
+    for ax, task in zip(np.atleast_1d(axes), tasks):
+        for position, row in zip(y, rows):
+            value, low, high = study.interval(row, task, metric)
+            ax.errorbar(value, position, xerr=[[value - low], [high - value]], fmt="o", color=_color(row, int(position)),
+                        ms=4, capsize=2)
+            triple = (paper or {}).get(row)
+            if triple is not None and metric == "accuracy":
+                ax.plot(triple[PROBE_TASKS.index(task)], position, "x", color="k", ms=6)
+        chance = study.interval("majority tag (chance)", task, metric)[0]
+        ax.axvline(chance, color="grey", ls="--", lw=0.9)
+        ax.set(title=f"{task} ({'token accuracy' if metric == 'accuracy' else 'entity F1'}, %)", xlabel="score (%)")
+        ax.grid(axis="x", alpha=0.3)
+    np.atleast_1d(axes)[0].set_yticks(y, rows, fontsize=7)
+    fig.suptitle(f"MAGNET Table 1: linear probes on frozen word features, 95% intervals over {study.n} test sentences "
+                 "(x = paper, dashed = majority tag)", fontsize=9)
     fig.tight_layout()
     return fig
 
