@@ -931,8 +931,9 @@ def _train_job(job: tuple) -> dict:
 
 
 def _job_cost(strategy: Strategy) -> float:
-    """Relative training cost: tokens per row (k copies) times the layers run, for longest-first scheduling."""
-    return (strategy.r + 1) * (strategy.exit_layer or 10_000)
+    """Relative training cost: tokens per row (k copies) times the layers run (full depth counted as the paper's
+    32), for longest-first scheduling."""
+    return (strategy.r + 1) * (strategy.exit_layer - 1 if strategy.exit_layer else PAPER_DEPTH)
 
 
 def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequence[Strategy], seeds: Sequence[int],
