@@ -66,8 +66,9 @@ def fake_colab(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "google.colab", package)
     monkeypatch.setattr(colab, "DRIVE_MOUNT", tmp_path / "drive")
     monkeypatch.setattr(colab, "DRIVE_ROOT", tmp_path / "drive" / "MyDrive" / "mlm-workbook")
-    monkeypatch.delenv("WORKBOOK_ROOT", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    for name in ("WORKBOOK_ROOT", "HF_TOKEN"):  # prepare() sets them: set-then-delete makes monkeypatch restore them
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)
     fetched = []
     monkeypatch.setattr(assets, "fetch_for", lambda profile, notebook: fetched.append((profile.name, notebook)) or {})
     return mounted, fetched

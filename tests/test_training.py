@@ -217,7 +217,8 @@ def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_
         model.weight = weight
         config = T.TrainConfig(steps=3, batch_size=1, lr=0.1, eval_every=0)
         T.train(model, batch_for=lambda step, micro: {}, loss_fn=lambda m, b: {"loss": (m.weight ** 2).sum()},
-                config=config, run_dir=tmp_path / str(id(lr_lambda)), progress=False, lr_lambda=lr_lambda)
+                config=config, run_dir=tmp_path / f"run{len(list(tmp_path.iterdir()))}", progress=False,
+                lr_lambda=lr_lambda)
         return float((weight.detach() - 1).abs().max())
 
     assert moved(lambda step: 0.0) == 0.0  # a zero factor freezes every step
