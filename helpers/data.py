@@ -189,13 +189,9 @@ def _novels_from_package_tree(root: Path) -> dict[str, list[str]]:
 def fetch_austen(force: bool = False) -> Path:
     """Download, unpack and parse janeaustenr into ``novels.json`` (idempotent); returns its path."""
     target = austen_cache_path()
-    if target.exists() and not force:
-        try:
-            verify_austen(full=True)
-            print(f"[austen] already cached: {target}")
-            return target
-        except store.CorruptFileError as error:
-            print(f"[austen] {error}\n[austen] building it again")
+    if not force and store.reuse_if_intact(target.exists(), verify_austen, "austen", f"already cached: {target}",
+                                           "building it again"):
+        return target
     missing_tools = [tool for tool in ("apt-get", "dpkg") if shutil.which(tool) is None]
     if missing_tools:
         raise MissingAssetError(

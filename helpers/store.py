@@ -268,6 +268,20 @@ def load_torch(path, fix: str = DELETE_HINT, *, weights_only: bool = False):
 # --------------------------------------------------------------------------- asset checksums
 
 
+def reuse_if_intact(present: bool, verify, label: str, ready: str, redo: str) -> bool:
+    """Whether a cached asset can be reused: it is ``present`` and ``verify(full=True)`` passes. Prints ``ready``
+    when it is reused, or the damage and ``redo`` when it must be fetched or built again."""
+    if not present:
+        return False
+    try:
+        verify(full=True)
+    except CorruptFileError as error:
+        print(f"[{label}] {error}\n[{label}] {redo}")
+        return False
+    print(f"[{label}] {ready}")
+    return True
+
+
 def _checksum_path(path: Path) -> Path:
     return path.with_name(path.name + CHECKSUM_SUFFIX)
 
