@@ -65,18 +65,21 @@ class MaskedLM:
     offset: int = 0
     kind: str = "masked-lm"
 
-    def __init__(self, model, tokenizer, mask_id: int, *, banned_ids: Sequence[int] = (), pad_id: int | None = None,
+    def __init__(self, model, tokenizer, mask_id: int | None, *, banned_ids: Sequence[int] = (), pad_id: int | None = None,
                  context_tokens: int = 64, name: str = ""):
         self.model, self.tokenizer = model, tokenizer
-        self.mask_id = int(mask_id)
+        # None: a reader that only scores given sequences (notebook 03's objectives and readouts), never masks one.
+        self.mask_id = None if mask_id is None else int(mask_id)
         self.context_tokens = whole_number(context_tokens, "context_tokens")  # per side, for encode_masked
         self.name = name or getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
         self._token_strings: list[str] | None = None
         specials = list(tokenizer.all_special_ids) if tokenizer is not None else []
-        self.banned_ids = sorted({self.mask_id, *specials, *map(int, banned_ids)})
+        self.banned_ids = sorted({*([] if self.mask_id is None else [self.mask_id]), *specials, *map(int, banned_ids)})
         if pad_id is None:
             pad_id = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
-        self.pad_id = int(pad_id if pad_id is not None else self.mask_id)
+        if pad_id is None:
+            pad_id = self.mask_id if self.mask_id is not None else 0  # padded columns are masked out of attention
+        self.pad_id = int(pad_id)
 
     # -- shape of the model
     @property
@@ -129,6 +132,15 @@ class MaskedLM:
                 mask=None, layer_masks=None) -> torch.Tensor:
         """Logits ``(K, V)`` for the tokens at ``(rows[i], cols[i])`` (absolute columns); the head runs only there."""
         hidden = self.hidden_states(input_ids, padding_mask, mask=mask, layer_masks=layer_masks)
+        return self.logits_at(hidden, rows, cols)
+
+    def logits_at(self, hidden: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Logits ``(K, V)`` for the tokens at ``(rows[i], cols[i])`` from last-layer states of the whole sequence:
+        the head runs on the outputs ``offset`` columns before them (one forward, several label sets)."""
+        rows, cols = rows.to(hidden.device), cols.to(hidden.device)
+        if rows.numel() and int((cols - self.offset).min()) < 0:
+            raise ValueError(f"cols={cols.tolist()} include a column before {self.offset}: with offset {self.offset} "
+                             "no output predicts it")
         return self.head(hidden[rows, cols - self.offset])
 
     # -- the prompt once, the targets per iteration
@@ -254,6 +266,8 @@ class MaskedLM:
         """Token ids of a sentence holding :attr:`MASK_MARKER` once, with ``mask_count`` mask tokens in its place and
         at most :attr:`context_tokens` tokens on each side; and the column of the (first) mask."""
         whole_number(mask_count, "mask_count")
+        if self.mask_id is None:
+            raise ValueError(f"{type(self).__name__} was built with mask_id=None; pass the mask token's id to mask a sentence")
         if not isinstance(sentence, str) or sentence.count(self.MASK_MARKER) != 1:
             count = sentence.count(self.MASK_MARKER) if isinstance(sentence, str) else 0
             raise ValueError(f"sentence={sentence!r} contains {self.MASK_MARKER} {count} times; expected exactly once")
