@@ -151,11 +151,13 @@ SETTINGS = {
     # lengths keep the paper's 3400:800 ratio roughly. The evaluation sizes are the smallest whose intervals
     # can separate the models (issue 18): >= 500 probe test sentences, all ROC-style test passages, 2 x 100
     # prefixes x 128 tokens. Sentence clustering by novel is dropped (random assignment scored as high).
+    # Budget (02 + 03 <= 22 min on 2 idle cores): evaluation takes about 60% of notebook 03, so joint training
+    # stays at 100 steps (a phase-1 step ~2.4 s, a phase-2 step with SSCL ~5.5 s).
     "cpu": MagnetSettings(seq_len=128, batch_size=4, phase1_steps=80, phase2_steps=20, lr=5e-4, train_blocks=2000,
                           span_min=4, span_max=32, sscl_batch_size=8, sscl_max_len=64, sscl_pool=2000,
-                          simcse_steps=20, eval_every=25, checkpoint_every=20, gen_prefixes=100, gen_new_tokens=128,
-                          gen_batch_size=100, curve_prefixes=8, infill_passages=1000, infill_blocks=80,
-                          infill_block_len=128, infill_examples=3, probe_source="silver", probe_train_sentences=300,
+                          simcse_steps=20, eval_every=50, checkpoint_every=20, gen_prefixes=100, gen_new_tokens=128,
+                          gen_batch_size=200, curve_prefixes=8, infill_passages=1000, infill_blocks=60,
+                          infill_block_len=128, infill_examples=3, probe_source="silver", probe_train_sentences=200,
                           probe_test_sentences=500, probe_max_words=25, probe_classifier="logistic", sts=False,
                           ablation_runs=()),
     # SmolLM2-360M, wikitext-103, one Colab-class GPU.
@@ -1070,8 +1072,12 @@ def repetition_table(named_models: dict, tokenizer, prefix_sets: dict, *, max_ne
     rows, generations = {}, {}
     for name, model in tqdm(named_models.items(), desc="Table 5 models", disable=not progress):
         row = {}
+        pooled = [prefix for prefixes in prefix_sets.values() for prefix in prefixes]  # one call: fewer, fuller batches
+        texts_of_model = generate(model, tokenizer, pooled, max_new_tokens=max_new_tokens, batch_size=batch_size)
+        first = 0
         for set_name, prefixes in prefix_sets.items():
-            texts = generate(model, tokenizer, prefixes, max_new_tokens=max_new_tokens, batch_size=batch_size)
+            texts = texts_of_model[first:first + len(prefixes)]
+            first += len(prefixes)
             generations[(name, set_name)] = texts
             scores = repetition_scores(texts)
             row[(set_name, "Rep-Sen")], row[(set_name, "Rep-4")] = scores["rep_sen"], scores["rep_4"]
@@ -1140,10 +1146,12 @@ def word_hidden_states(model, tokenizer, sentences: Sequence[Sequence[str]], *, 
     embeddings, ``-1`` the last layer after the final norm), from one forward pass under ``mask``; and each
     sentence's word spans. Pool them with :func:`pool_words`."""
     device = next(model.parameters()).device
-    states: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
-    all_spans = []
-    for first in tqdm(range(0, len(sentences), batch_size), desc="word features", disable=not progress):
-        encoded = [word_token_spans(tokenizer, words) for words in sentences[first:first + batch_size]]
+    encoded_all = [word_token_spans(tokenizer, words) for words in sentences]
+    order = sorted(range(len(encoded_all)), key=lambda i: len(encoded_all[i][0]))  # similar lengths share a batch
+    by_sentence: dict[int, list[torch.Tensor | None]] = {layer: [None] * len(encoded_all) for layer in layers}
+    for first in tqdm(range(0, len(order), batch_size), desc="word features", disable=not progress):
+        rows = order[first:first + batch_size]
+        encoded = [encoded_all[i] for i in rows]
         width = max(len(ids) for ids, _ in encoded)
         ids = torch.zeros(len(encoded), width, dtype=torch.long)
         padding = torch.zeros_like(ids)
@@ -1154,9 +1162,9 @@ def word_hidden_states(model, tokenizer, sentences: Sequence[Sequence[str]], *, 
                                              output_hidden_states=True)
         for layer in layers:
             hidden = output.hidden_states[layer].float().cpu()
-            states[layer].extend(hidden[row, :len(row_ids)] for row, (row_ids, _) in enumerate(encoded))
-        all_spans.extend(spans for _, spans in encoded)
-    return states, all_spans
+            for row, (index, (row_ids, _)) in enumerate(zip(rows, encoded)):
+                by_sentence[layer][index] = hidden[row, :len(row_ids)]
+    return by_sentence, [spans for _, spans in encoded_all]
 
 
 def word_features(model, tokenizer, sentences: Sequence[Sequence[str]], *, mask: M.Mask, shift: bool,

@@ -97,6 +97,32 @@ def test_span_perplexity_sees_the_right_context_only_under_the_hybrid_mask(tiny)
     assert hybrid[0] != pytest.approx(hybrid[1], rel=1e-6)
 
 
+@pytest.mark.parametrize("spans", [((1, 5),), ((8, 14), (20, 24))])  # (1, 5): the first token after BOS
+def test_span_perplexity_through_the_masked_lm_interface_is_the_models_own_span_nll(tiny, spans):
+    model, _ = tiny
+    ids = torch.randint(10, 2000, (30,), generator=torch.Generator().manual_seed(7))
+    example = G.InfillExample(ids, spans, "test")
+    for mode, mask in (("causal", M.causal), ("magnet", M.magnet(list(spans)))):
+        with torch.no_grad():
+            logits = model(input_ids=ids[None], attention_mask=M.to_4d(mask, len(ids))).logits[0]
+        by_hand = [F.cross_entropy(logits[start - 1:end - 1], ids[start:end], reduction="sum").item() for start, end in spans]
+        tokens = sum(end - start for start, end in spans)
+        result = G.span_perplexity(model, [example], mode, progress=False)
+        assert result["tokens"] == tokens
+        assert result["nll"] == pytest.approx(sum(by_hand) / tokens, rel=1e-5)
+
+
+def test_the_reader_predicts_token_l_from_output_l_minus_1(tiny):
+    model, _ = tiny
+    reader = G.masked_lm_reader(model)
+    ids = torch.randint(10, 2000, (1, 12), generator=torch.Generator().manual_seed(8))
+    hidden = reader.hidden_states(ids, torch.ones_like(ids), mask=M.bidirectional)
+    logits = reader.logits_at(hidden, torch.tensor([0, 0]), torch.tensor([1, 11]))
+    assert torch.allclose(logits, model.get_output_embeddings()(hidden[0, [0, 10]]))
+    with pytest.raises(ValueError, match="cols"):
+        reader.logits_at(hidden, torch.tensor([0]), torch.tensor([0]))  # no output precedes token 0
+
+
 def test_cached_infilling_equals_decoding_under_the_hybrid_mask(tiny):
     model, _ = tiny
     ids = torch.randint(10, 2000, (26,), generator=torch.Generator().manual_seed(6))
@@ -348,6 +374,17 @@ def test_word_probe_study_reads_the_requested_layer_and_shift(tiny):
     assert torch.allclose(features[0], G.pool_words(states[2][0], spans[0], shift=False))
     with pytest.raises(ValueError, match="readouts name models"):
         G.word_probe_study({}, readouts, tokenizer, train, test, settings, progress=False)
+
+
+def test_word_states_are_each_sentences_own_despite_length_sorted_batches(tiny):
+    model, tokenizer = tiny
+    sentences = [["a", "long", "sentence", "of", "several", "words", "here"], ["short"], ["three", "words", "now"],
+                 ["the", "first", "one", "is", "longer"]]
+    states, spans = G.word_hidden_states(model, tokenizer, sentences, mask=M.causal, layers=(-1,), batch_size=2)
+    for index, words in enumerate(sentences):  # alone, unpadded: the same states, in the caller's order
+        alone, alone_spans = G.word_hidden_states(model, tokenizer, [words], mask=M.causal, layers=(-1,))
+        assert spans[index] == alone_spans[0]
+        assert torch.allclose(states[-1][index], alone[-1][0], atol=1e-5)
 
 
 # --- Fig. 7 and Fig. 6 intervals ---
