@@ -22,11 +22,11 @@ import argparse
 import datetime as _dt
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from . import store
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 PAPERS = {
@@ -126,20 +126,6 @@ def verdict_for_difference(low: float, high: float, *, paper_sign: int = 1, chec
 
 # --- Files ---
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(scratch, path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
-
-
 def claims_dir(profile: str) -> Path:
     from .paths import runs_dir
 
@@ -181,7 +167,7 @@ def record(rows: Iterable[Claim], notebook: str, profile=None) -> Path:
             raise ValueError(f"rows[{index}].notebook={row.notebook!r} but notebook={notebook!r}")
     name = (profile or profiles.current()).name if not isinstance(profile, str) else profile
     path = claims_dir(name) / f"{notebook}.json"
-    _write_atomically(path, _rows_to_json(rows, notebook=notebook, profile=name,
+    store.write_text(path, _rows_to_json(rows, notebook=notebook, profile=name,
                                           written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
     return path
 
@@ -211,7 +197,7 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
     ledger = ledger_path()
     kept = [row for row in (read_rows(ledger) if ledger.exists() else []) if row.notebook not in fresh]
     rows = sorted(kept + [row for group in fresh.values() for row in group], key=lambda row: row.notebook)
-    _write_atomically(ledger, _rows_to_json(rows, profile=profile))
+    store.write_text(ledger, _rows_to_json(rows, profile=profile))
     write_readme(rows, readme or repo_root() / "README.md")
     return rows
 
@@ -249,7 +235,7 @@ def _splice(readme_text: str, body: str, path: Path) -> str:
 
 def write_readme(rows: Sequence[Claim], path: Path) -> None:
     path = Path(path)
-    _write_atomically(path, _splice(path.read_text(), render_markdown(rows), path))
+    store.write_text(path, _splice(path.read_text(), render_markdown(rows), path))
 
 
 def readme_is_current(path: Path | None = None) -> bool:
