@@ -1399,14 +1399,15 @@ def _cell(value: tuple) -> str:
 
 TABLE3_KS = (1, 10, 50)
 TABLE3_GROUP_NAMES = {"all": "all", "single-token": "1-token", "multi-token": "multi-token"}
+TABLE3_METHODS = ("emat", "emat_new_rows", "gru", "naive", "mlm", "mlm_vocab", "prior")  # trained heads first
 
 
 def table3_rows(intervals: dict, unseen: dict | None = None, latency: dict[str, float] | None = None,
                 ks: Sequence[int] = TABLE3_KS) -> tuple[list[str], list[list[str]]]:
     """Table 3 by gold length as ``(header, rows)`` of strings, for the notebook and the README
     (``helpers.claims.record_table``): the paper's rows first (all sentences only, as Table 3 reports), then one row
-    per method of ``accuracy_intervals`` (EMAT, EMAT new rows only, the GRU, naive MTC, the single-token MLM, the
-    MLM's first token over the phrases, the label prior), with n (all / one-token gold / multi-token gold / unseen)
+    per method of ``accuracy_intervals`` in the order of ``TABLE3_METHODS`` (EMAT, EMAT new rows only, the GRU,
+    naive MTC, the single-token MLM, the MLM's first token over the phrases, the label prior), with n (all / one-token gold / multi-token gold / unseen)
     and accuracy@k in % as "value [low, high]" (95% bootstrap over sentences) on all seen test sentences, on those
     whose gold phrase is one token and on those whose phrase is several, then on the unseen phrases (all gold);
     given ``latency``, ms per sentence (the paper's on a T4). "—" marks what was not measured."""
@@ -1435,7 +1436,7 @@ def table3_rows(intervals: dict, unseen: dict | None = None, latency: dict[str, 
         accuracy_cells = [missing if values.get(k) is None or math.isnan(values[k]) else f"{values[k]:g}" for k in ks]
         rows.append([f"paper: {paper}", missing, *accuracy_cells, *[missing] * (len(ks) * (len(LENGTH_GROUPS) + 1) - len(ks)),
                      *([f"{values['ms']:g} (T4)"] if latency is not None else [])])
-    for method in [m for m in METHODS if m in intervals or m in unseen]:
+    for method in [m for m in TABLE3_METHODS if m in intervals or m in unseen]:
         counts = [count(intervals, method, group) for group in LENGTH_GROUPS] + [count(unseen, method, "all")]
         rows.append([f"ours: {METHOD_LABELS[method]}", " / ".join(counts),
                      *[cell(intervals, method, group, k) for group in LENGTH_GROUPS for k in ks],
@@ -1446,8 +1447,8 @@ def table3_rows(intervals: dict, unseen: dict | None = None, latency: dict[str, 
 
 def table3_note(manifest: dict) -> str:
     """What :func:`table3_rows` holds, in words, for the README under the table."""
-    return (f"Accuracy@k in %, each with its 95% bootstrap interval over the test sentences; n per row: all seen / "
-            f"one-token gold / multi-token gold / unseen sentences. Seen: the gold phrase is a training label; unseen: "
+    return (f"Accuracy@k in %, each with its 95% bootstrap interval over the sentences (seen: the test split; unseen: "
+            f"the unseen split); n per row: all seen / one-token gold / multi-token gold / unseen sentences. Seen: the gold phrase is a training label; unseen: "
             f"it never is. 1-token / multi-token: the gold phrase is one / several tokens of {manifest['model_name']}'s "
             f"tokenizer. Ours: {_vocabulary_text(manifest)}; the paper's rows: BERT-base with ~93K phrases, all "
             f"sentences only.")
