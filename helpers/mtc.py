@@ -1397,30 +1397,73 @@ def _cell(value: tuple) -> str:
     return f"{100 * value[0]:.1f} [{100 * value[1]:.1f}, {100 * value[2]:.1f}]" if value else ""
 
 
+TABLE3_KS = (1, 10, 50)
+TABLE3_GROUP_NAMES = {"all": "all", "single-token": "1-token", "multi-token": "multi-token"}
+TABLE3_METHODS = ("emat", "emat_new_rows", "gru", "naive", "mlm", "mlm_vocab", "prior")  # trained heads first
+
+
+def table3_rows(intervals: dict, unseen: dict | None = None, latency: dict[str, float] | None = None,
+                ks: Sequence[int] = TABLE3_KS) -> tuple[list[str], list[list[str]]]:
+    """Table 3 by gold length as ``(header, rows)`` of strings, for the notebook and the README
+    (``helpers.claims.record_table``): the paper's rows first (all sentences only, as Table 3 reports), then one row
+    per method of ``accuracy_intervals`` in the order of ``TABLE3_METHODS`` (EMAT, EMAT new rows only, the GRU,
+    naive MTC, the single-token MLM, the MLM's first token over the phrases, the label prior), with n (all / one-token gold / multi-token gold / unseen)
+    and accuracy@k in % as "value [low, high]" (95% bootstrap over sentences) on all seen test sentences, on those
+    whose gold phrase is one token and on those whose phrase is several, then on the unseen phrases (all gold);
+    given ``latency``, ms per sentence (the paper's on a T4). "—" marks what was not measured."""
+    if not isinstance(intervals, dict) or not intervals:
+        raise ValueError(f"intervals={intervals!r} must be accuracy_intervals(results, 'test'): a non-empty dict")
+    unseen = unseen or {}
+    for name, table in (("intervals", intervals), ("unseen", unseen)):
+        unknown = sorted(set(table) - set(METHODS))
+        if unknown:
+            raise ValueError(f"{name} has methods {unknown}; expected some of {METHODS} (from accuracy_intervals)")
+    missing = "—"
+
+    def cell(table, method, group, k):
+        value = table.get(method, {}).get(group, {}).get(k)
+        return _cell(value) if value else missing
+
+    def count(table, method, group):
+        found = table.get(method, {}).get(group)
+        return str(next(iter(found.values()))[3]) if found else missing
+
+    header = (["method", "n (all / 1-token / multi-token / unseen)"]
+              + [f"{TABLE3_GROUP_NAMES[group]} a@{k}" for group in LENGTH_GROUPS for k in ks]
+              + [f"unseen a@{k}" for k in ks] + (["ms / sentence"] if latency is not None else []))
+    rows = []
+    for paper, values in PAPER_TABLE3.items():
+        accuracy_cells = [missing if values.get(k) is None or math.isnan(values[k]) else f"{values[k]:g}" for k in ks]
+        rows.append([f"paper: {paper}", missing, *accuracy_cells, *[missing] * (len(ks) * (len(LENGTH_GROUPS) + 1) - len(ks)),
+                     *([f"{values['ms']:g} (T4)"] if latency is not None else [])])
+    for method in [m for m in TABLE3_METHODS if m in intervals or m in unseen]:
+        counts = [count(intervals, method, group) for group in LENGTH_GROUPS] + [count(unseen, method, "all")]
+        rows.append([f"ours: {METHOD_LABELS[method]}", " / ".join(counts),
+                     *[cell(intervals, method, group, k) for group in LENGTH_GROUPS for k in ks],
+                     *[cell(unseen, method, "all", k) for k in ks],
+                     *([f"{latency[method]:.1f}" if method in latency else missing] if latency is not None else [])])
+    return header, rows
+
+
+def table3_note(manifest: dict) -> str:
+    """What :func:`table3_rows` holds, in words, for the README under the table."""
+    return (f"Accuracy@k in %, each with its 95% bootstrap interval over the sentences (seen: the test split; unseen: "
+            f"the unseen split); n per row: all seen / one-token gold / multi-token gold / unseen sentences. Seen: the gold phrase is a training label; unseen: "
+            f"it never is. 1-token / multi-token: the gold phrase is one / several tokens of {manifest['model_name']}'s "
+            f"tokenizer. Ours: {_vocabulary_text(manifest)}; the paper's rows: BERT-base with ~93K phrases, all "
+            f"sentences only.")
+
+
+def _vocabulary_text(manifest: dict) -> str:
+    return f"{manifest['vocabulary']} phrases (k = {manifest['k (min_count)']}) on {manifest['corpus']}"
+
+
 def table3(intervals: dict, unseen: dict | None = None, latency: dict[str, float] | None = None):
-    """Table 3 by gold length: accuracy@k (%) with 95% bootstrap intervals for every method, on all seen test
-    sentences, on those whose gold label is one token and on those whose label is several (n per column group),
-    then the unseen phrases; the paper's rows (all seen sentences only) first."""
+    """Table 3 by gold length (:func:`table3_rows`) as a pandas table, with ms per sentence given ``latency``."""
     import pandas as pd
 
-    rows = {}
-    for paper, values in PAPER_TABLE3.items():
-        rows[f"paper: {paper}"] = {("all", f"a@{k}"): values[k] for k in (1, 10, 50)}
-        rows[f"paper: {paper}"][("", "ms / sentence")] = values["ms"]
-    for label, table in (("seen", intervals), ("unseen", unseen or {})):
-        for method, groups in table.items():
-            row = {}
-            for group in LENGTH_GROUPS:
-                for k, value in groups.get(group, {}).items():
-                    row[(group, f"a@{k}")] = _cell(value)
-                if groups.get(group):
-                    row[(group, "n")] = next(iter(groups[group].values()))[3]
-            if latency and method in latency:
-                row[("", "ms / sentence")] = round(latency[method], 1)
-            rows[f"ours: {METHOD_LABELS[method]} ({label})"] = row
-    frame = pd.DataFrame(rows).T
-    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
-    return frame
+    header, rows = table3_rows(intervals, unseen, latency)
+    return pd.DataFrame(rows, columns=header).set_index("method")
 
 
 def training_label_share(ranked: Sequence[Sequence[tuple[str, float]]], train_labels: set[str], k: int = 50) -> float:
@@ -1527,7 +1570,7 @@ def mtc_claims(manifest: dict, results: dict, intervals: dict, unseen: dict | No
     from .claims import Claim, verdict_for_difference
 
     rows = []
-    vocabulary = f"{manifest['vocabulary']} phrases (k = {manifest['k (min_count)']}) on {manifest['corpus']}"
+    vocabulary = _vocabulary_text(manifest)
 
     def difference(first, second, k, group, where, claim, paper_value, figure="figures/06_accuracy_at_k.png"):
         found = paired_difference(results, first, second, k, group=group)

@@ -1,7 +1,8 @@
 """Run every numbered notebook in order under the chosen profile and print the time each took.
 
 Executed copies go to runs/notebooks/ (the committed notebooks stay stripped); figures land in figures/. In the cpu
-profile the claims the notebooks wrote are gathered into claims/ledger_cpu.json and the README table is rebuilt.
+profile the claims the notebooks wrote are gathered into claims/ledger_cpu.json, their result tables into
+claims/tables_cpu.json, and the README's claims table and result tables are rebuilt.
 Usage: WORKBOOK_PROFILE=cpu python scripts/reproduce.py [notebooks/01_*.ipynb ...]
 """
 from __future__ import annotations
@@ -44,7 +45,8 @@ def run(paths: list[Path], timeout: int = 3600) -> None:
     print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {ROOT / 'figures'}")
     if profile.name == claims.LEDGER_PROFILE:
         rows = claims.gather(notebooks=[path.name[:2] for path in paths])
-        print(f"claims ledger {claims.ledger_path()}: {len(rows)} claims, {claims.counts(rows)}; README table regenerated")
+        print(f"claims ledger {claims.ledger_path()}: {len(rows)} claims, {claims.counts(rows)}; result tables "
+              f"{[entry.key for entry in claims.read_tables()]}; README blocks regenerated")
 
 
 if __name__ == "__main__":

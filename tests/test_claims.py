@@ -51,12 +51,18 @@ def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
     assert metrics.seed_interval([0.5]) == (0.5, None, None)
 
 
-def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
+def _workbook(tmp_path, monkeypatch, readme_tail=""):
+    """A bare checkout in ``tmp_path`` whose README has the claims markers and, after them, ``readme_tail``."""
     for marker in ("pyproject.toml", "notebooks", "helpers"):
         (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).write_text("")
-    (tmp_path / "README.md").write_text(f"# t\n\n{claims.README_BEGIN}\nold\n{claims.README_END}\n\nafter\n")
+    (tmp_path / "README.md").write_text(f"# t\n\n{claims.README_BEGIN}\nold\n{claims.README_END}\n{readme_tail}\nafter\n")
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     monkeypatch.chdir(tmp_path)
+    return tmp_path / "README.md"
+
+
+def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
+    _workbook(tmp_path, monkeypatch)
     rows = [claims.Claim(**ROW), claims.Claim(**{**ROW, "where": "Fig. 5", "verdict": "inconclusive", "high": 5.0})]
     path = claims.record(rows, notebook="05", profile="cpu")
     assert path == tmp_path / "runs" / "claims" / "cpu" / "05.json"
@@ -74,11 +80,91 @@ def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
         claims.gather()
 
 
+TABLE = dict(header=["method", "a@1"], rows=[["EMAT", "35.0 [30.1, 40.2]"], ["GRU | beam", "8.3 [3.1, 14.6]"]],
+             notebook="06", title="Table 3 by gold length", note="95% bootstrap over 353 test sentences")
+
+
+def _table_markers(key, body="stale"):
+    return f"{claims.TABLE_BEGIN.format(key=key)}\n{body}\n{claims.TABLE_END.format(key=key)}"
+
+
+@pytest.mark.parametrize("change, argument", [
+    ({"rows": [["EMAT", "35.0"], ["GRU"]]}, r"rows\[1\]"),  # ragged
+    ({"rows": [["EMAT", 0.35]]}, r"rows\[0\]\[1\]"),  # a number, not a formatted cell
+    ({"rows": []}, "rows="), ({"header": []}, "header="), ({"header": "method"}, "header="),
+    ({"header": ["method", " "]}, r"header\[1\]"), ({"name": "Table 3"}, "name="), ({"name": ""}, "name="),
+    ({"notebook": "6"}, "notebook="), ({"notebook": "nb06"}, "notebook="), ({"title": ""}, "title=")])
+def test_record_table_names_the_bad_argument(tmp_path, monkeypatch, change, argument):
+    _workbook(tmp_path, monkeypatch)
+    arguments = {"name": "table3", **TABLE, **change}
+    with pytest.raises(ValueError, match=argument):
+        claims.record_table(arguments.pop("name"), arguments.pop("header"), arguments.pop("rows"), profile="cpu", **arguments)
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.json"))
+
+
+def test_gather_writes_result_tables_and_keeps_those_of_notebooks_not_rerun(tmp_path, monkeypatch):
+    readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("05_table6") + "\n\n" + _table_markers("06_table3") + "\n")
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu")
+    path = claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"],
+                               note=TABLE["note"], profile="cpu")
+    assert path == tmp_path / "runs" / "claims" / "cpu" / "06_table3.json"
+    assert claims.read_table(path) == claims.ResultTable(name="table3", **TABLE)
+    claims.record_table("table6", ["row", "B-1"], [["LTD", "0.31 [0.2, 0.4]"]], notebook="05", title="Table 6",
+                        profile="cpu")
+    claims.gather()
+    committed = claims.read_tables()
+    assert [entry.key for entry in committed] == ["05_table6", "06_table3"]
+    assert committed[1].rows == (("EMAT", "35.0 [30.1, 40.2]"), ("GRU | beam", "8.3 [3.1, 14.6]"))
+    text = readme.read_text()
+    assert "stale" not in text and "**Table 3 by gold length** (notebook 06" in text and text.endswith("after\n")
+    assert "| EMAT | 35.0 [30.1, 40.2] |" in text and "| GRU \\| beam |" in text and "95% bootstrap over 353" in text
+    assert claims.readme_is_current(readme) and claims.main(["--check"]) == 0
+    first = (tmp_path / "claims" / "tables_cpu.json").read_text()
+    claims.gather()  # deterministic: gathering the same files again writes the same bytes
+    assert (tmp_path / "claims" / "tables_cpu.json").read_text() == first
+
+    # notebook 06 reruns with a new table 3; notebook 05 is not rerun (its files are gone): its table stays
+    for stale in (tmp_path / "runs" / "claims" / "cpu").glob("05*.json"):
+        stale.unlink()
+    claims.record_table("table3", ["method", "a@1"], [["EMAT", "40.0 [35.0, 45.0]"]], notebook="06", title="Table 3",
+                        profile="cpu")
+    claims.gather(notebooks=["06"])
+    committed = {entry.key: entry for entry in claims.read_tables()}
+    assert committed["05_table6"].rows == (("LTD", "0.31 [0.2, 0.4]"),)
+    assert committed["06_table3"].rows == (("EMAT", "40.0 [35.0, 45.0]"),)
+    assert "40.0 [35.0, 45.0]" in readme.read_text() and "35.0 [30.1, 40.2]" not in readme.read_text()
+
+
+def test_check_detects_an_out_of_sync_result_table(tmp_path, monkeypatch):
+    readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3", claims.TABLE_PLACEHOLDER) + "\n")
+    claims.gather()
+    assert claims.readme_is_current(readme)  # nothing gathered yet: the placeholder is the current block
+    claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu")
+    claims.gather()
+    text = readme.read_text()
+    assert claims.TABLE_PLACEHOLDER not in text and claims.readme_is_current(readme)
+    readme.write_text(text.replace("35.0 [30.1, 40.2]", "36.0 [30.1, 40.2]"))
+    assert not claims.readme_is_current(readme) and claims.main(["--check"]) == 1
+    readme.write_text(text.replace(claims.TABLE_END.format(key="06_table3"), ""))
+    with pytest.raises(ValueError, match="06_table3:end"):
+        claims.readme_is_current(readme)
+
+
+def test_gather_refuses_a_table_without_readme_markers_and_writes_nothing(tmp_path, monkeypatch):
+    readme = _workbook(tmp_path, monkeypatch)
+    before = readme.read_text()
+    claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu")
+    with pytest.raises(ValueError, match="06_table3:begin"):
+        claims.gather()
+    assert readme.read_text() == before and not (tmp_path / "claims").exists()
+
+
 def test_committed_readme_table_is_the_ledgers():
     assert claims.readme_is_current(), "README claims table differs from claims/ledger_cpu.json: python -m helpers.claims --gather"
 
 
 NOTEBOOKS_WITH_CLAIMS = ("01", "02", "03", "04", "05", "06")
+NOTEBOOK_TABLES = {"06": ("table3",)}  # result tables a notebook's summary cell records next to its claims
 
 
 @pytest.mark.after_notebooks
@@ -95,3 +181,10 @@ def test_every_executed_notebook_wrote_well_formed_claims(request, session_start
         rows = claims.read_rows(path)
         assert rows and all(row.notebook == notebook for row in rows)
         assert json.loads(path.read_text())["profile"] == profile
+        for name in NOTEBOOK_TABLES.get(notebook, ()):
+            path = claims.claims_dir(profile) / f"{notebook}_{name}.json"
+            assert path.exists(), f"notebook {notebook} wrote no result table {name!r} to {path}"
+            assert path.stat().st_mtime >= session_start - 1, f"{path} is older than this session"
+            entry = claims.read_table(path)
+            assert (entry.notebook, entry.name) == (notebook, name) and entry.rows
+            assert json.loads(path.read_text())["profile"] == profile
