@@ -137,10 +137,10 @@ class MaskedLM:
     def logits_at(self, hidden: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
         """Logits ``(K, V)`` for the tokens at ``(rows[i], cols[i])`` from last-layer states of the whole sequence:
         the head runs on the outputs ``offset`` columns before them (one forward, several label sets)."""
-        rows, cols = rows.to(hidden.device), cols.to(hidden.device)
-        if rows.numel() and int((cols - self.offset).min()) < 0:
+        if cols.device.type == "cpu" and cols.numel() and int((cols - self.offset).min()) < 0:  # no device sync
             raise ValueError(f"cols={cols.tolist()} include a column before {self.offset}: with offset {self.offset} "
                              "no output predicts it")
+        rows, cols = rows.to(hidden.device), cols.to(hidden.device)
         return self.head(hidden[rows, cols - self.offset])
 
     # -- the prompt once, the targets per iteration
