@@ -637,7 +637,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
         make_lora_trainable(model)
         peft_model = model
     else:
-        peft_model = T.add_lora(model, lora, four_bit=four_bit)
+        peft_model = T.add_lora(model, lora, four_bit=four_bit, seed=seed)
     _add_head(peft_model, peft_model.config.hidden_size, seed)
     device = next(peft_model.parameters()).device
     total = sum(phase.steps for phase in phases)

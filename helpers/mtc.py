@@ -46,7 +46,7 @@ MTC_SPLITS = ("train", "validation", "test", UNSEEN)
 DATA_VERSION = "mtc-data-v3"  # v3: one masked span per sentence, pronoun phrases recorded
 OCCURRENCES_VERSION = "mtc-occurrences-v2"  # v2: head-trimmed chunks, entities first, pronoun flag
 FEATURES_VERSION = "mtc-features-v1"
-HEADS_VERSION = "mtc-heads-v3"  # part of every runs/ folder name: a change to the heads starts fresh runs
+HEADS_VERSION = "mtc-heads-v4"  # part of every runs/ folder name: a change to the heads starts fresh runs (v4: seeded init)
 # spaCy coarse tags trimmed from the front of a phrase ("the", "a", "this", "every", ...), and
 # punctuation / possessive markers trimmed from either end.
 TRIMMED_LEADING_POS = frozenset({"DET", "PUNCT"})
@@ -1029,6 +1029,7 @@ def train_gru(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSpli
     """Pre-train the GRU decoder as a language model (:func:`pretrain_gru`), then train it on MTC with teacher
     forcing 0.5 (Adam 1e-3, batch 128, 10 epochs, App. C; gradients clipped at 1 as the public code).
     Returns the decoder and the MTC run's records, the pre-training records under ``"pretraining"`` of the first."""
+    torch.manual_seed(settings.seed)  # the GRU's own weights: the same in every rerun
     gru = build_gru(mlm, settings)
     pretraining = pretrain_gru(gru, mlm, dataset, settings, resume=resume, progress=progress)
     max_steps = max_generation_steps(encoded["train"])
@@ -1057,6 +1058,7 @@ def train_length_classifier(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[st
                             features: dict[str, torch.Tensor], settings: MTCSettings, *, resume: bool = True,
                             progress: bool = True):
     """Naive MTC's length classifier on the frozen features (classes 1, 2, 3+ tokens; §5.2)."""
+    torch.manual_seed(settings.seed)  # the same initial weights in every rerun
     classifier = LengthClassifier(mlm.hidden_size).to(mlm.device)
     classes = {split: torch.tensor([length_class(ids) for ids in encoded[split].phrase_ids]) for split in encoded}
     dev_hidden = features["validation"].to(mlm.device)

@@ -37,8 +37,14 @@ class LoraSettings:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    # How LoRA's A matrices are drawn: "seeded", after torch.manual_seed(the run's seed) in add_lora. PyTorch's default
+    # generator starts from a random seed in every process, so unseeded draws differed between reruns. A field of
+    # every run and adapter key, so nothing trained with unseeded draws is reused.
+    init: str = "seeded"
 
     def __post_init__(self):
+        if self.init != "seeded":
+            raise ValueError(f"init={self.init!r}: expected 'seeded' (LoRA's A matrices drawn after torch.manual_seed)")
         whole_number(self.r, "r", 1, "the LoRA rank")
         real_number(self.alpha, "alpha", low=0.0, low_open=True, what="the LoRA scale numerator")
         real_number(self.dropout, "dropout", low=0.0, high=1.0, high_open=True)
@@ -91,9 +97,16 @@ def _peft_quietly():
         yield
 
 
-def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool = False):
-    """Wrap ``model`` with LoRA adapters on ``settings.target_modules`` (QLoRA when the model is 4-bit)."""
+def add_lora(model, settings: LoraSettings = LoraSettings(), *, four_bit: bool = False, seed: int | None = None):
+    """Wrap ``model`` with LoRA adapters on ``settings.target_modules`` (QLoRA when the model is 4-bit).
+
+    ``seed``: ``torch.manual_seed(seed)`` first, so the A matrices are the same in every rerun (B starts at zero).
+    None leaves the generator alone, for a caller that seeded it itself.
+    """
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if seed is not None:
+        torch.manual_seed(whole_number(seed, "seed", 0))
 
     names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     missing = [target for target in settings.target_modules if target not in names]
@@ -468,7 +481,7 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
     if train_blocks.shape[1] > limit:
         raise ValueError(f"sequence length {train_blocks.shape[1]} exceeds the model's max_position_embeddings={limit}")
     O.check_mask_id(model, mask_id, tokenizer)
-    peft_model = model if hasattr(model, "peft_config") else add_lora(model, lora, four_bit=four_bit)
+    peft_model = model if hasattr(model, "peft_config") else add_lora(model, lora, four_bit=four_bit, seed=config.seed)
     device = next(peft_model.parameters()).device
     special_ids = tokenizer.all_special_ids
     vocab_size = peft_model.get_input_embeddings().weight.shape[0]

@@ -225,3 +225,19 @@ def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_
     # AdamW's first steps move each weight by about lr x factor: 0.1 x (1 + 2/3 + 1/3) for linear decay over 3 steps
     assert moved(T.linear_decay(3)) == pytest.approx(0.2, abs=0.01)
     assert moved(None) == pytest.approx(0.3, abs=0.01)
+
+
+def test_lora_draws_the_same_initial_adapter_in_every_rerun_when_seeded():
+    """PyTorch's default generator starts from a random seed in each process: add_lora(seed=...) must not depend on it."""
+    from helpers import models
+
+    def lora_a(global_seed, seed):
+        model, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+        torch.manual_seed(global_seed)  # whatever ran before in the notebook
+        peft_model = T.add_lora(model, T.LoraSettings(), seed=seed)
+        return torch.cat([p.detach().flatten() for name, p in peft_model.named_parameters() if "lora_A" in name])
+
+    assert torch.equal(lora_a(1, seed=3), lora_a(2, seed=3))
+    assert not torch.equal(lora_a(1, seed=None), lora_a(2, seed=None))
+    with pytest.raises(ValueError, match="init"):
+        T.LoraSettings(init="random")
