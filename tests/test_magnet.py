@@ -121,6 +121,8 @@ def test_the_reader_predicts_token_l_from_output_l_minus_1(tiny):
     assert torch.allclose(logits, model.get_output_embeddings()(hidden[0, [0, 10]]))
     with pytest.raises(ValueError, match="cols"):
         reader.logits_at(hidden, torch.tensor([0]), torch.tensor([0]))  # no output precedes token 0
+    with pytest.raises(ValueError, match="mask_id=None"):
+        reader.encode_masked("a [MASK] here")  # a reader has no mask token to insert
 
 
 def test_cached_infilling_equals_decoding_under_the_hybrid_mask(tiny):
