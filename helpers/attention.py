@@ -22,6 +22,7 @@ import torch
 from transformers import AttentionInterface, AttentionMaskInterface
 
 from . import masks as M
+from . import models
 from .device import model_device
 
 IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
@@ -95,10 +96,6 @@ def _carrier(rendered_layers: list):
     return carrier
 
 
-def _num_layers(model) -> int:
-    return int(model.config.num_hidden_layers)
-
-
 def check_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None, model=None) -> torch.Tensor:
     """Validate a ``(batch, length)`` integer id tensor and its padding mask (all ones when None); returns the mask.
 
@@ -122,10 +119,7 @@ def check_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None, mode
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= rows:
             raise ValueError(f"input_ids hold ids in [{low}, {high}]; the model's embedding has rows 0..{rows - 1}")
-        limit = getattr(model.config, "max_position_embeddings", None)
-        if limit is not None and input_ids.shape[1] > limit:
-            raise ValueError(f"input_ids has length {input_ids.shape[1]}, more than the model's "
-                             f"max_position_embeddings={limit}")
+        models.check_fits(model, input_ids.shape[1], "input_ids' length")
     return padding_mask
 
 
@@ -156,8 +150,8 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
     if layer_masks is None:
         return model(input_ids=input_ids, attention_mask=render(mask, model, padding_mask), **forward_kwargs)
     layer_masks = list(layer_masks)
-    if len(layer_masks) != _num_layers(model):
-        raise ValueError(f"layer_masks has {len(layer_masks)} entries but the model has {_num_layers(model)} layers")
+    if len(layer_masks) != models.num_layers(model):
+        raise ValueError(f"layer_masks has {len(layer_masks)} entries but the model has {models.num_layers(model)} layers")
     return forward_rendered(model, input_ids, layer_rendered=render_layers(layer_masks, model, padding_mask),
                             **forward_kwargs)
 
@@ -176,8 +170,8 @@ def forward_rendered(model, input_ids: torch.Tensor, rendered=None, *, layer_ren
     if layer_rendered is None:
         return model(input_ids=input_ids, attention_mask=rendered, **forward_kwargs)
     layer_rendered = list(layer_rendered)
-    if len(layer_rendered) != _num_layers(model):
-        raise ValueError(f"layer_rendered has {len(layer_rendered)} entries but the model has {_num_layers(model)} layers")
+    if len(layer_rendered) != models.num_layers(model):
+        raise ValueError(f"layer_rendered has {len(layer_rendered)} entries but the model has {models.num_layers(model)} layers")
     _route_per_layer(model)
     return model(input_ids=input_ids, attention_mask=_carrier(layer_rendered), **forward_kwargs)
 

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from . import attention
+from . import attention, models
 from .checks import whole_number
 from . import masks as M
 
@@ -84,11 +84,11 @@ class MaskedLM:
     # -- shape of the model
     @property
     def num_layers(self) -> int:
-        return int(self.model.config.num_hidden_layers)
+        return models.num_layers(self.model)
 
     @property
     def max_positions(self) -> int:
-        return int(self.model.config.max_position_embeddings)
+        return models.max_positions(self.model)
 
     @property
     def device(self) -> torch.device:
@@ -322,7 +322,7 @@ class EncoderMLM(MaskedLM):
 
     @property
     def max_positions(self) -> int:
-        return int(self.model.config.max_position_embeddings) - self.position_start
+        return models.max_positions(self.model) - self.position_start
 
     def encode(self, text: str, max_tokens: int | None = None) -> torch.Tensor:
         """``[CLS] prompt [SEP]`` (or ``<s> prompt </s>``); targets follow the separator."""
@@ -385,10 +385,7 @@ class MNTPDecoder(MaskedLM):
     kind = "mntp"
 
     def body(self):
-        body = self.model.get_decoder() if hasattr(self.model, "get_decoder") else None
-        if body is None:
-            raise ValueError(f"{type(self.model).__name__} exposes no decoder body via get_decoder()")
-        return body
+        return models.decoder_body(self.model)
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.model.get_output_embeddings()(hidden)
@@ -420,3 +417,26 @@ class MNTPDecoder(MaskedLM):
         rotate = getattr(sys.modules[type(attention_module).__module__], "apply_rotary_pos_emb")
         keys, _ = rotate(keys, keys, cos, sin)
         return keys, values
+
+
+MNTP = "mntp"  # the offline masked LM: the profile's decoder with notebook 02's MNTP adapter
+
+
+def load_masked_lm(profile=None, name: str = MNTP, *, context_tokens: int = 64, progress: bool = True) -> MaskedLM:
+    """The workbook's one masked-LM loader: a frozen :class:`MaskedLM` in eval mode.
+
+    ``name="mntp"`` takes the profile's decoder with notebook 02's MNTP adapter merged in
+    (``training.load_or_train_mntp``: a short MNTP run trains one first when notebook 02 has not run), read through
+    :class:`MNTPDecoder`; any other ``name`` is a Hub encoder MLM (``bert-base-cased``, ``roberta-base``) or a local
+    folder of one, read through :class:`EncoderMLM` in the profile's dtype.
+    """
+    from . import profiles, training
+
+    profile = profile or profiles.current()
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name={name!r} must be {MNTP!r} or a Hub id of an encoder masked LM such as 'bert-base-cased'")
+    if name == MNTP:
+        model, tokenizer, mask_id = training.load_or_train_mntp(profile, progress=progress)
+        model.eval().requires_grad_(False)
+        return MNTPDecoder(model, tokenizer, int(mask_id), context_tokens=context_tokens, name=profile.model_name)
+    return EncoderMLM.from_pretrained(name, dtype=models.resolve_dtype(profile.dtype), context_tokens=context_tokens)

@@ -194,6 +194,12 @@ def bidirectional_block_share(r: int) -> float:
 
 # --- DSWA mixed attention (seed 002 §4.1, Fig. 3, Eq. 6-7) ---
 
+# Eq. 7's constants as the paper sets them (§5.1: "α_min = 0.125, α_max = 0.75, S_fix = 64"); every default below,
+# and every profile that keeps the paper's values, reads these.
+DSWA_FIXED_WINDOW = 64
+DSWA_ALPHA_MIN = 0.125
+DSWA_ALPHA_MAX = 0.75
+
 def _check_window(window: int, name: str = "window") -> int:
     return whole_number(window, name, 1, "tokens")
 
@@ -224,8 +230,8 @@ def dswa(source_length: int, window: int) -> Mask:
     return Mask(allowed, f"dswa(source={source_length}, window={window})", source_length)
 
 
-def dswa_window_schedule(num_layers: int, fixed_window: int, alpha_min: float = 0.125,
-                         alpha_max: float = 0.75) -> list[int]:
+def dswa_window_schedule(num_layers: int, fixed_window: int = DSWA_FIXED_WINDOW, alpha_min: float = DSWA_ALPHA_MIN,
+                         alpha_max: float = DSWA_ALPHA_MAX) -> list[int]:
     """Per-layer window sizes, seed 002 Eq. 7: ``S_win = max(α_min, (L - i) / L · α_max) · S_fix``.
 
     ``i`` is the 1-based layer number and ``L`` the number of layers; sizes are rounded and at least 1.
@@ -243,8 +249,8 @@ def dswa_window_schedule(num_layers: int, fixed_window: int, alpha_min: float = 
     return sizes
 
 
-def dswa_per_layer(source_length: int, num_layers: int, fixed_window: int, alpha_min: float = 0.125,
-                   alpha_max: float = 0.75) -> list[Mask]:
+def dswa_per_layer(source_length: int, num_layers: int, fixed_window: int = DSWA_FIXED_WINDOW,
+                   alpha_min: float = DSWA_ALPHA_MIN, alpha_max: float = DSWA_ALPHA_MAX) -> list[Mask]:
     """One DSWA mask per layer, its window following Eq. 7. Feed to ``attention.forward_with_mask``."""
     schedule = dswa_window_schedule(num_layers, fixed_window, alpha_min, alpha_max)
     return [dswa(source_length, window) for window in schedule]

@@ -231,16 +231,15 @@ def _check_notebook(notebook: str) -> str:
 
 
 def workload(notebook: str, profile, settings=None) -> Workload:
-    """Notebook ``notebook``'s largest training step in ``profile`` (with ``settings`` for 03 and 04)."""
-    from . import profiles
-
+    """Notebook ``notebook``'s largest training step in ``profile`` (under ``settings``, default
+    :func:`training_settings`)."""
     _check_notebook(notebook)
     shape = model_shape(profile.model_name)
+    settings = settings or training_settings(notebook, profile)
     if notebook == "02":  # MNTP / MTP; section 2's untrained model and the MNTP model stay while MTP trains
-        return Workload("02", shape, profile.mlm_batch_size, profile.mlm_grad_accum, profile.mlm_seq_len,
+        return Workload("02", shape, settings.batch_size, settings.grad_accum, settings.seq_len,
                         profile.load_in_4bit, profile.lora_r, profile.gradient_checkpointing, 0.2, resident_models=2,
                         note="MTP run; the untrained and the MNTP model resident")
-    settings = settings or profiles.settings_for("magnet" if notebook == "03" else "repetition", profile)
     if notebook == "03":  # MAGNET phase 2: the masked view, and the SSCL views x and x+ of every micro-batch
         span_share = min(1.0, settings.max_spans * settings.span_max / settings.seq_len)
         views = 2 * settings.sscl_batch_size * settings.sscl_max_len
@@ -254,10 +253,19 @@ def workload(notebook: str, profile, settings=None) -> Workload:
                     note=f"r={max(settings.repeats)}, rows padded to {settings.max_tokens} tokens ({longest} tokens)")
 
 
-def with_micro_batch(notebook: str, profile, settings, micro_batch: int, grad_accum: int):
-    """The profile (02) or settings (03, 04) with a new micro-batch and accumulation."""
+def training_settings(notebook: str, profile):
+    """What notebook ``notebook`` trains with in ``profile``: the masked-LM recipe (02), MAGNET's settings (03) or
+    sequence repetition's (04); each has ``batch_size`` and ``grad_accum``."""
+    from . import profiles, training
+
+    _check_notebook(notebook)
     if notebook == "02":
-        return profile.replace(mlm_batch_size=micro_batch, mlm_grad_accum=grad_accum)
+        return training.masked_lm_recipe(profile)
+    return profiles.settings_for("magnet" if notebook == "03" else "sequence_repetition", profile)
+
+
+def with_micro_batch(settings, micro_batch: int, grad_accum: int):
+    """``settings`` (any of :func:`training_settings`) with a new micro-batch and accumulation."""
     return dataclasses.replace(settings, batch_size=micro_batch, grad_accum=grad_accum)
 
 
@@ -290,31 +298,27 @@ def fit_training(notebook: str, profile, settings=None, *, device: torch.device 
                  budget_gib: float | None = None):
     """Print what notebook ``notebook`` needs to train here; on a GPU, fit the micro-batch or refuse.
 
-    Returns the profile (notebook 02) or the settings (03, 04), with a smaller micro-batch and more
+    Returns the notebook's training settings (:func:`training_settings`), with a smaller micro-batch and more
     accumulation (the same effective batch) where the estimate exceeds the GPU's memory.
     Raises :class:`InsufficientGPUMemory` when even a micro-batch of 1 does not fit.
     """
     from .device import precision
 
-    from . import profiles
-
-    _check_notebook(notebook)
-    if notebook != "02":
-        settings = settings or profiles.settings_for("magnet" if notebook == "03" else "repetition", profile)
+    settings = settings or training_settings(notebook, profile)
     work = workload(notebook, profile, settings)
     budget = budget_gib if budget_gib is not None else gpu_budget_gib(device)
     if budget is None:
         print(estimate(work).line() + " on a GPU (bf16/fp16); this device has no GPU budget to check")
-        return profile if notebook == "02" else settings
+        return settings
     chosen_dtype = precision(device).dtype
     dtype_bytes = 2 if chosen_dtype == torch.float32 else torch.finfo(chosen_dtype).bits // 8  # a budget given off CUDA
     fitted, chosen = fit_micro_batch(work, budget, dtype_bytes)
     print(chosen.line() + f"; this GPU has {budget:.1f} GiB")
     if fitted.micro_batch == work.micro_batch:
-        return profile if notebook == "02" else settings
+        return settings
     print(f"[memory] micro-batch {work.micro_batch} -> {fitted.micro_batch}, accumulation {work.grad_accum} -> "
           f"{fitted.grad_accum}: the same {work.micro_batch * work.grad_accum} rows per step")
-    return with_micro_batch(notebook, profile, settings, fitted.micro_batch, fitted.grad_accum)
+    return with_micro_batch(settings, fitted.micro_batch, fitted.grad_accum)
 
 
 def estimate_table(profile_names=("gpu", "paper")):

@@ -326,7 +326,7 @@ def tiny_random_config(
     )
 
 
-def _resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) -> torch.dtype:
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) -> torch.dtype:
     """A torch dtype from its name; ``"auto"`` is :func:`helpers.device.precision`'s choice for ``device``."""
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -393,7 +393,7 @@ def load_model(
         raise ValueError(f"load_in_4bit={load_in_4bit!r} must be True, False or None (the profile's choice)")
     want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
     device = _resolve_device(device) if device is not None else get_device()
-    torch_dtype = _resolve_dtype(profile.dtype if dtype is None else dtype, device)
+    torch_dtype = resolve_dtype(profile.dtype if dtype is None else dtype, device)
     seed = whole_number(seed, "seed", 0)
 
     if name.startswith(TINY_RANDOM_PREFIX):
@@ -443,13 +443,39 @@ def _text_config(model):
     return get_text_config() if callable(get_text_config) else config
 
 
-def model_max_positions(model) -> int:
+def max_positions(model) -> int:
     """The longest sequence the model's position embeddings cover (``config.max_position_embeddings``)."""
     config = _text_config(model)
     value = getattr(config, "max_position_embeddings", None)
     if value is None:
         raise AttributeError(f"{type(config).__name__} has no max_position_embeddings")
     return int(value)
+
+
+def num_layers(model) -> int:
+    """How many transformer blocks the model runs (``config.num_hidden_layers``)."""
+    config = _text_config(model)
+    value = getattr(config, "num_hidden_layers", None)
+    if value is None:
+        raise AttributeError(f"{type(config).__name__} has no num_hidden_layers")
+    return int(value)
+
+
+def check_fits(model, length: int, what: str = "sequence length") -> int:
+    """``length`` when the model's position embeddings cover it, else a ValueError naming both numbers."""
+    limit = max_positions(model)
+    if int(length) > limit:
+        raise ValueError(f"{what} {int(length)} exceeds the model's max_position_embeddings={limit}; "
+                         f"use shorter sequences")
+    return int(length)
+
+
+def decoder_body(model):
+    """The transformer stack without its LM head (``get_decoder()``; works through PEFT wrappers)."""
+    body = model.get_decoder() if hasattr(model, "get_decoder") else None
+    if body is None:
+        raise ValueError(f"{type(model).__name__} exposes no decoder body via get_decoder()")
+    return body
 
 
 def decoder_layers(model) -> nn.ModuleList:

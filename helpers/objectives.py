@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import attention
+from . import attention, models
 from . import masks as M
 from .checks import real_number, whole_number
 from .device import model_device
@@ -180,38 +180,46 @@ def make_batch(objective: str, input_ids: torch.Tensor, padding_mask: torch.Tens
             "selected": selected}
 
 
-def _decoder(model):
-    """The transformer body that returns hidden states (works through peft wrappers)."""
-    body = model.get_decoder() if hasattr(model, "get_decoder") else None
-    if body is None:
-        raise ValueError(f"{type(model).__name__} exposes no decoder body via get_decoder()")
-    return body
+def gathered_loss(head, hidden: torch.Tensor, labels: torch.Tensor) -> dict:
+    """Eq. 2's cross-entropy at the labelled outputs only: the LM ``head`` runs on those rows of ``hidden``, never
+    on the whole sequence. ``labels`` are output-aligned (``labels[b, l]`` is what output l predicts, -100 elsewhere).
+
+    Returns the mean ``loss``, how many labelled tokens the argmax got right (``correct``) and their ``count``.
+    """
+    rows, cols = (labels != IGNORE_INDEX).nonzero(as_tuple=True)  # where the labels live, then on hidden's device
+    if rows.numel() == 0:
+        raise ValueError("labels hold no labelled positions; raise the mask ratio or use longer sequences")
+    labels, rows, cols = labels.to(hidden.device), rows.to(hidden.device), cols.to(hidden.device)
+    logits = head(hidden[rows, cols])
+    targets = labels[rows, cols]
+    return _scored(logits, targets)
+
+
+def _scored(logits: torch.Tensor, targets: torch.Tensor) -> dict:
+    loss = F.cross_entropy(logits.float(), targets)
+    correct = (logits.argmax(-1) == targets).sum()
+    return {"loss": loss, "correct": correct, "count": torch.tensor(targets.numel(), device=targets.device)}
 
 
 def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_logits: bool = False) -> dict:
-    """Cross-entropy at the labelled positions only (Eq. 2), plus accuracy and counts.
+    """MNTP's (or MTP's) loss on a batch of :func:`make_batch`: one forward under ``mask``, then
+    :func:`gathered_loss` at the labelled positions (Eq. 2), plus accuracy and counts.
 
     With ``full_logits=True`` the LM head runs on every position first (the naive way; used only by the
     benchmark to measure what gathering saves).
     """
     labels = batch["labels"]
-    rows, cols = (labels != IGNORE_INDEX).nonzero(as_tuple=True)  # where the labels live, then on the model's device
-    if rows.numel() == 0:
-        raise ValueError("batch has no labelled positions; raise the mask ratio or use longer sequences")
-    device = model_device(model)
-    labels, rows, cols = labels.to(device), rows.to(device), cols.to(device)
-    head = model.get_output_embeddings()
     if full_logits:
+        rows, cols = (labels != IGNORE_INDEX).nonzero(as_tuple=True)
+        if rows.numel() == 0:
+            raise ValueError("batch has no labelled positions; raise the mask ratio or use longer sequences")
+        device = model_device(model)
+        labels, rows, cols = labels.to(device), rows.to(device), cols.to(device)
         output = attention.forward_with_mask(model, batch["input_ids"], mask, padding_mask=batch["padding_mask"])
-        logits = output.logits[rows, cols]
-    else:
-        hidden = attention.forward_with_mask(_decoder(model), batch["input_ids"], mask,
-                                             padding_mask=batch["padding_mask"]).last_hidden_state
-        logits = head(hidden[rows, cols])
-    targets = labels[rows, cols]
-    loss = F.cross_entropy(logits.float(), targets)
-    correct = (logits.argmax(-1) == targets).sum()
-    return {"loss": loss, "correct": correct, "count": torch.tensor(targets.numel(), device=targets.device)}
+        return _scored(output.logits[rows, cols], labels[rows, cols])
+    hidden = attention.forward_with_mask(models.decoder_body(model), batch["input_ids"], mask,
+                                         padding_mask=batch["padding_mask"]).last_hidden_state
+    return gathered_loss(model.get_output_embeddings(), hidden, labels)
 
 
 def seeded_generator(*parts: int) -> torch.Generator:

@@ -2,7 +2,7 @@
 
 - :func:`fingerprint` keys every run folder and cached artefact by everything that changes its contents, so a
   changed setting lands in a new folder instead of coming back with an old run's numbers
-  (:func:`run_dir_for`, :func:`cache_path_for`).
+  (:func:`reuse_run`, :func:`run_dir_for`, :func:`cache_path_for`).
 - :func:`atomic_write` writes to a temporary file in the same folder, fsyncs it and ``os.replace``-s it over the
   target, so a crash leaves either the old file or the new one, never a torn one. Every helper writes through it
   (:func:`write_text`, :func:`write_json`, :func:`save_torch`, :func:`replace_dir` for whole folders).
@@ -82,6 +82,43 @@ def run_dir_for(name: str, settings) -> Path:
     if not isinstance(name, str) or not name or "/" in name:
         raise ValueError(f"name={name!r} must be a non-empty folder name without '/'")
     return runs_dir() / f"{name}_{fingerprint(settings)}"
+
+
+RESULT_FILE = "result.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A run folder keyed by its settings (:func:`reuse_run`): what it was trained under, and its result once done."""
+
+    path: Path
+    settings: object  # canonical (plain JSON) settings; the folder name carries their fingerprint
+
+    def finished(self) -> dict | None:
+        """The result :meth:`finish` stored, or None while the run has not finished."""
+        path = self.path / RESULT_FILE
+        if not path.exists():
+            return None
+        return read_json(path, f"Delete {self.path} to run it again.")
+
+    def finish(self, result: dict) -> dict:
+        """Store ``result`` (plain JSON) atomically as the finished run's; later :func:`reuse_run` calls read it."""
+        write_json(self.path / RESULT_FILE, result, indent=1)
+        return result
+
+
+def reuse_run(name: str, settings, *, resume: bool = True) -> Run:
+    """The one way a finished or interrupted run is found again: ``runs/<name>_<fingerprint(settings)>``.
+
+    ``settings`` is the object that keys the run: a settings dataclass (or a dict of them) holding exactly what
+    changes the run's numbers, never a hand-written list of field names. Another value of any field names another
+    folder, so a run never resumes under other settings. ``resume=False`` empties the folder first (a fresh run).
+    """
+    path = run_dir_for(name, settings)
+    if not resume and path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return Run(path, canonical_settings(settings))
 
 
 def cache_path_for(kind: str, settings, suffix: str = "") -> Path:

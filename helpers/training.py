@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import store
+from . import models, store
 from .checks import real_number, whole_number
 from .device import model_device, precision, resolve_four_bit
 
@@ -412,16 +412,52 @@ def adapter_path(kind: str, model_name: str, settings) -> Path:
 MASKED_LM_VERSION = 1  # bump when the masked-LM recipe changes what a run or adapter holds
 
 
-def mlm_train_config(profile, *, fallback: bool = False) -> TrainConfig:
-    """Notebook 02's TrainConfig from the profile; ``fallback``: :func:`load_or_train_mntp`'s short run
-    (half the steps, no evaluations or checkpoints)."""
+@dataclass(frozen=True)
+class MaskedLMRecipe:
+    """Notebook 02's MNTP and MTP runs (MAGNET App. A, App. E), and so the MNTP adapter notebooks 03, 05 and 06 read.
+
+    The paper: 4200 iterations of batch 32 x 512 tokens at lr 3e-5 (the ``paper`` profile).
+    """
+
+    steps: int = 100
+    batch_size: int = 4
+    grad_accum: int = 1
+    seq_len: int = 128
+    lr: float = 5e-4
+    eval_every: int = 10
+    eval_batches: int = 4
+    train_blocks: int = 2000
+    checkpoint_every: int = 25
+
+
+MASKED_LM_RECIPES = {
+    "smoke": MaskedLMRecipe(steps=4, batch_size=2, seq_len=32, eval_every=2, eval_batches=1, train_blocks=16,
+                            checkpoint_every=2),
+    # Fig. 7's held-out set: 8 batches (32 blocks, about 800 masked tokens; 4 gave about 410, SE ~2 points), scored
+    # every 25 steps to keep notebooks 02 and 03 within their cpu time budget.
+    "cpu": MaskedLMRecipe(eval_every=25, eval_batches=8),
+    "gpu": MaskedLMRecipe(steps=1000, batch_size=16, grad_accum=2, seq_len=512, lr=1e-4, eval_every=50, eval_batches=16,
+                          train_blocks=200_000, checkpoint_every=100),
+    "paper": MaskedLMRecipe(steps=4200, batch_size=8, grad_accum=4, seq_len=512, lr=3e-5, eval_every=200,
+                            eval_batches=32, train_blocks=300_000, checkpoint_every=200),
+}
+
+
+def masked_lm_recipe(profile) -> MaskedLMRecipe:
+    """The masked-LM recipe of ``profile`` (:data:`MASKED_LM_RECIPES`)."""
+    return MASKED_LM_RECIPES[profile.name]
+
+
+def mlm_train_config(profile, recipe: MaskedLMRecipe | None = None, *, fallback: bool = False) -> TrainConfig:
+    """Notebook 02's TrainConfig from the profile and its recipe; ``fallback``: :func:`load_or_train_mntp`'s short
+    run (half the steps, no evaluations or checkpoints)."""
+    recipe = recipe or masked_lm_recipe(profile)
     if fallback:
-        return TrainConfig(steps=max(1, profile.mlm_steps // 2), batch_size=profile.mlm_batch_size,
-                           grad_accum=profile.mlm_grad_accum, lr=profile.mlm_lr, eval_every=0, seed=profile.seed,
+        return TrainConfig(steps=max(1, recipe.steps // 2), batch_size=recipe.batch_size, grad_accum=recipe.grad_accum,
+                           lr=recipe.lr, eval_every=0, seed=profile.seed,
                            gradient_checkpointing=profile.gradient_checkpointing)
-    return TrainConfig(steps=profile.mlm_steps, batch_size=profile.mlm_batch_size, grad_accum=profile.mlm_grad_accum,
-                       lr=profile.mlm_lr, eval_every=profile.mlm_eval_every,
-                       checkpoint_every=profile.mlm_checkpoint_every, seed=profile.seed,
+    return TrainConfig(steps=recipe.steps, batch_size=recipe.batch_size, grad_accum=recipe.grad_accum, lr=recipe.lr,
+                       eval_every=recipe.eval_every, checkpoint_every=recipe.checkpoint_every, seed=profile.seed,
                        gradient_checkpointing=profile.gradient_checkpointing)
 
 
@@ -429,16 +465,17 @@ def lora_settings(profile) -> LoraSettings:
     return LoraSettings(r=profile.lora_r, alpha=profile.lora_alpha)
 
 
-def masked_lm_settings(profile, objective: str, mask_token: str, config: TrainConfig, lora: LoraSettings,
-                       *, eval_batches: int | None = None) -> dict:
+def masked_lm_run_key(profile, objective: str, mask_token: str, config: TrainConfig, lora: LoraSettings,
+                      *, recipe: MaskedLMRecipe | None = None, eval_batches: int | None = None) -> dict:
     """Everything that changes a notebook-02 masked-LM run: its run folder and its adapter are keyed by this."""
     from . import objectives as O
 
+    recipe = recipe or masked_lm_recipe(profile)
     return store.canonical_settings({
         "version": MASKED_LM_VERSION, "objective": objective, "mask_token": mask_token, "model": profile.model_name,
         "dtype": profile.dtype, "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
-        "seq_len": profile.mlm_seq_len, "train_blocks": profile.mlm_train_blocks,
-        "eval_batches": profile.mlm_eval_batches if eval_batches is None else eval_batches,
+        "seq_len": recipe.seq_len, "train_blocks": recipe.train_blocks,
+        "eval_batches": recipe.eval_batches if eval_batches is None else eval_batches,
         "config": config, "lora": lora, "masking": O.MaskingConfig()})
 
 
@@ -446,9 +483,9 @@ def mntp_adapter(profile) -> tuple[Path, dict] | None:
     """Notebook 02's MNTP adapter for ``profile`` (default mask token "underscore"), else the short fallback one;
     ``(path, settings)`` of the first that exists, or None."""
     lora = lora_settings(profile)
-    candidates = [masked_lm_settings(profile, "mntp", "underscore", mlm_train_config(profile), lora),
-                  masked_lm_settings(profile, "mntp", "underscore", mlm_train_config(profile, fallback=True), lora,
-                                     eval_batches=1)]
+    candidates = [masked_lm_run_key(profile, "mntp", "underscore", mlm_train_config(profile), lora),
+                  masked_lm_run_key(profile, "mntp", "underscore", mlm_train_config(profile, fallback=True), lora,
+                                    eval_batches=1)]
     for settings in candidates:
         path = adapter_path("mntp", profile.model_name, settings)
         if adapter_exists(path):
@@ -477,9 +514,7 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
             or train_blocks.is_floating_point():
         raise ValueError(f"train_blocks has shape {tuple(getattr(train_blocks, 'shape', ()))}; expected a non-empty "
                          "(blocks, length) tensor of token ids (data.token_blocks)")
-    limit = getattr(model.config, "max_position_embeddings", train_blocks.shape[1])
-    if train_blocks.shape[1] > limit:
-        raise ValueError(f"sequence length {train_blocks.shape[1]} exceeds the model's max_position_embeddings={limit}")
+    models.check_fits(model, train_blocks.shape[1])
     O.check_mask_id(model, mask_id, tokenizer)
     peft_model = model if hasattr(model, "peft_config") else add_lora(model, lora, four_bit=four_bit, seed=config.seed)
     device = next(peft_model.parameters()).device
@@ -547,12 +582,12 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
 
     Returns ``(model, tokenizer, mask_id)``. The adapter is the one notebook 02 trains under the profile's
     settings and the default mask token (``mntp_adapter``); when it has not run, a short MNTP run (half of
-    ``mlm_steps``) trains one first and caches it under its own settings. The adapter's stored settings are
+    the recipe's steps) trains one first and caches it under its own settings. The adapter's stored settings are
     checked against the ones asked for, so an adapter trained otherwise is never read. The model predicts
     token l from output l - 1 under ``masks.bidirectional``. With ``merge`` (and no 4-bit), the adapter is
     merged into the weights for faster inference.
     """
-    from . import data, models
+    from . import data
     from . import objectives as O
     from . import profiles
 
@@ -563,15 +598,16 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
     if found is None:
         lora = lora_settings(profile)
         config = mlm_train_config(profile, fallback=True)
-        settings = masked_lm_settings(profile, "mntp", "underscore", config, lora, eval_batches=1)
+        settings = masked_lm_run_key(profile, "mntp", "underscore", config, lora, eval_batches=1)
         path = adapter_path("mntp", profile.model_name, settings)
         print(f"no MNTP adapter from notebook 02; training a short one into {path} (run notebook 02 for the full run)")
         mask_id = O.resolve_mask_token(tokenizer, "underscore")
+        recipe = masked_lm_recipe(profile)
         blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
-                                   profile.mlm_seq_len, max_blocks=profile.mlm_train_blocks)
+                                   recipe.seq_len, max_blocks=recipe.train_blocks)
         held_out = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                                     profile.mlm_seq_len, max_blocks=profile.mlm_batch_size)
-        evals = O.fixed_eval_batches("mntp", held_out, batch_size=profile.mlm_batch_size, num_batches=1, mask_id=mask_id,
+                                     recipe.seq_len, max_blocks=recipe.batch_size)
+        evals = O.fixed_eval_batches("mntp", held_out, batch_size=recipe.batch_size, num_batches=1, mask_id=mask_id,
                                      vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                           config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", settings),

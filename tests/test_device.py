@@ -46,12 +46,12 @@ def test_gpu_and_paper_profiles_load_in_the_device_choice(gpu):
     for name in ("gpu", "paper"):
         assert profiles.get(name).dtype == models.AUTO_DTYPE
     gpu(False)
-    assert models._resolve_dtype("auto", torch.device("cuda")) == torch.float16
+    assert models.resolve_dtype("auto", torch.device("cuda")) == torch.float16
     gpu(True)
-    assert models._resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
-    assert models._resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    assert models.resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    assert models.resolve_dtype("auto", torch.device("cpu")) == torch.float32
     with pytest.raises(ValueError, match="dtype='half-ish'"):
-        models._resolve_dtype("half-ish")
+        models.resolve_dtype("half-ish")
 
 
 def test_training_hands_accelerate_the_device_choice(monkeypatch, tmp_path):

@@ -90,13 +90,9 @@ def test_fit_training_hands_back_the_notebooks_own_object(notebook, capsys):
     work = memory.workload(notebook, profile)
     budget = memory.estimate(work).total_gib - 0.3
     shrunk = memory.fit_training(notebook, profile, budget_gib=budget)
-    if notebook == "02":
-        assert unchanged is profile and shrunk.mlm_batch_size * shrunk.mlm_grad_accum == 32
-        assert shrunk.mlm_batch_size < profile.mlm_batch_size
-    else:
-        before = profiles.settings_for("magnet" if notebook == "03" else "repetition", profile)
-        assert unchanged == before and shrunk.batch_size < before.batch_size
-        assert shrunk.batch_size * shrunk.grad_accum == before.batch_size * before.grad_accum
+    before = memory.training_settings(notebook, profile)  # the same kind of object for every notebook
+    assert unchanged == before and type(shrunk) is type(before) and shrunk.batch_size < before.batch_size
+    assert shrunk.batch_size * shrunk.grad_accum == before.batch_size * before.grad_accum
     assert "micro-batch" in capsys.readouterr().out
     with pytest.raises(ValueError, match="notebook='05'"):
         memory.fit_training("05", profile)

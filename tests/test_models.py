@@ -40,7 +40,7 @@ def test_tiny_random_config_builds_a_model_with_the_configured_shapes():
     assert layer.mlp.up_proj.weight.shape == (128, 64)
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     assert (config.bos_token_id, config.eos_token_id, config.pad_token_id) == (1, 2, 2)
-    assert models.model_max_positions(model) == 2048
+    assert models.max_positions(model) == 2048
 
 
 def test_decoder_layers_finds_llama_layers():
@@ -52,7 +52,7 @@ def test_decoder_layers_finds_gpt2_blocks():
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=32,
                                        bos_token_id=0, eos_token_id=0))
     assert models.decoder_layers(model) is model.transformer.h
-    assert models.model_max_positions(model) == 32
+    assert models.max_positions(model) == 32
 
 
 def test_decoder_layers_explains_when_no_list_matches():
@@ -243,4 +243,4 @@ def test_embedded_model_structure(embedded):
     assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
     assert models.decoder_layers(model) is model.model.layers
     assert len(models.decoder_layers(model)) == model.config.num_hidden_layers == 30
-    assert models.model_max_positions(model) == 8192
+    assert models.max_positions(model) == 8192

@@ -181,8 +181,8 @@ def test_adapters_are_keyed_by_their_settings_and_checked_on_load(tmp_path, monk
     monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path)  # adapters only; the tokenizer stays in the real cache
     smoke = profiles.get("smoke")
     config, lora = T.mlm_train_config(smoke), T.lora_settings(smoke)
-    underscore = T.masked_lm_settings(smoke, "mntp", "underscore", config, lora)
-    eos = T.masked_lm_settings(smoke, "mntp", "eos", config, lora)
+    underscore = T.masked_lm_run_key(smoke, "mntp", "underscore", config, lora)
+    eos = T.masked_lm_run_key(smoke, "mntp", "eos", config, lora)
     assert T.adapter_path("mntp", smoke.model_name, underscore) != T.adapter_path("mntp", smoke.model_name, eos)
     model, _ = experiment(tmp_path / "run", config=T.TrainConfig(steps=1, batch_size=2, lr=1e-2))
     path = T.save_adapter(model, T.adapter_path("mntp", smoke.model_name, eos), eos)
