@@ -2,7 +2,7 @@
 
 Prints, for each length, the time of one attention call (9 heads x 64, SmolLM2's shape; 32 x 128,
 Llama-2-7B's, with --llama) under the three settings and the ratios measured in this one run.
-The issue's goal is flex hybrid at >= 0.8x the speed of plain causal at L = 2048 on GPU.
+The goal is flex hybrid at >= 0.8x the speed of plain causal at L = 2048 on GPU.
 
     python benchmarks/attention_masks.py [--lengths 512 1024 2048 4096] [--device cuda] [--llama]
 """

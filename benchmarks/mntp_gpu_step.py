@@ -1,4 +1,4 @@
-"""Tokens/s and model-FLOPs utilisation of a LoRA-MNTP step on a randomly initialised 1B-shape Llama (issue goal: ≥ 40% MFU).
+"""Tokens/s and model-FLOPs utilisation of a LoRA-MNTP step on a randomly initialised 1B-shape Llama (goal: ≥ 40% MFU).
 
 Random weights of a real shape (TinyLlama-1.1B: 22 layers, d = 2048, 32 heads, 4 KV heads, FFN 5632,
 vocab 32000) at L = 512 in bf16 with sdpa and the bidirectional mask, LoRA r = 16 on q/k/v/o.

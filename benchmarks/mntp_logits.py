@@ -1,4 +1,4 @@
-"""MNTP step with logits only at the masked positions against full-vocabulary logits (issue: ≥2× faster, ≥3× less logits memory).
+"""MNTP step with logits only at the masked positions against full-vocabulary logits (goal: ≥2× faster, ≥3× less logits memory).
 
 One LoRA-MNTP training step (forward + backward) of the embedded SmolLM2-135M at L = 128, batch 8,
 20% selection, on the same batches. Times are medians over interleaved steps in one process. Memory

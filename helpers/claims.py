@@ -74,6 +74,7 @@ class Claim:
 
     def __post_init__(self):
         _check_notebook(self.notebook)
+        object.__setattr__(self, "figure", figure_path(self.figure))
         if self.paper not in PAPERS:
             raise ValueError(f"paper={self.paper!r} must be a seed id, one of {sorted(PAPERS)}")
         for name in ("where", "claim", "paper_value", "ours", "method"):
@@ -103,6 +104,23 @@ class Claim:
         if self.method == EXACT:
             return "exact (deterministic)"
         return f"[{_number(self.low)}, {_number(self.high)}] ({self.method}, n = {self.n})"
+
+
+_FIGURE = re.compile(r"(?:figures/)?(?P<stem>\d\d_[A-Za-z0-9_]+?)(?:\.png)?")
+
+
+def figure_path(figure: str) -> str:
+    """A claim's figure in its one form, ``figures/<NN>_<name>.png`` (what :func:`helpers.plots.save_figure` writes);
+    ``"<NN>_<name>"`` and ``"<NN>_<name>.png"`` name the same file. ``""`` means no figure."""
+    if not isinstance(figure, str):
+        raise ValueError(f"figure={figure!r} must be a string such as 'figures/02_mntp_vs_mtp.png' (or '' for none)")
+    if not figure:
+        return ""
+    found = _FIGURE.fullmatch(figure)
+    if found is None:
+        raise ValueError(f"figure={figure!r} must name a figure as figures/<NN>_<name>.png, e.g. "
+                         "'figures/02_mntp_vs_mtp.png'")
+    return f"figures/{found['stem']}.png"
 
 
 def _check_notebook(notebook) -> None:
@@ -407,13 +425,6 @@ def _splice_tables(readme_text: str, tables: Sequence[ResultTable], path: Path) 
 def render_readme(readme_text: str, rows: Sequence[Claim], tables: Sequence[ResultTable], path: Path) -> str:
     """The README with its claims table and every result table regenerated."""
     return _splice_tables(_splice(readme_text, render_markdown(rows), path), tables, path)
-
-
-def write_readme(rows: Sequence[Claim], path: Path, tables: Sequence[ResultTable] | None = None) -> None:
-    """Regenerate the README's claims table from ``rows`` and its result tables from ``tables`` (default: the
-    committed ones)."""
-    path = Path(path)
-    store.write_text(path, render_readme(path.read_text(), rows, read_tables() if tables is None else tables, path))
 
 
 def readme_is_current(path: Path | None = None) -> bool:

@@ -13,15 +13,10 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 DRIVE_MOUNT = Path("/content/drive")
 DRIVE_ROOT = DRIVE_MOUNT / "MyDrive" / "mlm-workbook"
-
-
-def in_colab() -> bool:
-    return "google.colab" in sys.modules
 
 
 def use_drive(mount: Path | None = None, root: Path | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""How much GPU memory a notebook's training needs, said before it trains (issue 12, item 4).
+"""How much GPU memory a notebook's training needs, said before it trains.
 
 The estimate of one training step's peak is a sum of five parts:
 

@@ -339,10 +339,6 @@ def record_checksum(path) -> dict:
     return record
 
 
-def has_checksum(path) -> bool:
-    return _checksum_path(Path(path)).exists()
-
-
 def verify_checksum(path, *, full: bool = False, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> bool:
     """Check ``path`` against its recorded size (always) and sha256 (with ``full``).
 

@@ -1,4 +1,4 @@
-"""Gradient checkpointing changes no gradient under any mask strategy (issue 12, item 2).
+"""Gradient checkpointing changes no gradient under any mask strategy.
 
 With checkpointing, each decoder layer runs again in backward. A per-layer mask (middle-layer
 unmasking, seed 003 App. A.3.1; DSWA's Eq. 7 windows, seed 002 §4.1) that reached the attention

@@ -1,4 +1,4 @@
-"""Colab set-up (issue 12, item 6): the install cell, the notebooks' GPU request, Drive, HF_TOKEN, the profile's
+"""Colab set-up: the install cell, the notebooks' GPU request, Drive, HF_TOKEN, the profile's
 offline assets, and the gated-model message, all without Colab (its modules are stood in for)."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""The device module's choices (issue 12, item 3): bf16 only where the GPU computes it natively, else fp16
+"""The device module's choices: bf16 only where the GPU computes it natively, else fp16
 with a gradient scaler, float32 off CUDA; and the places that load and train models follow that choice."""
 import pytest
 import torch

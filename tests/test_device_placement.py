@@ -1,4 +1,4 @@
-"""Every helper that runs a model puts its inputs on the model's device (issue 12, items 1 and 7).
+"""Every helper that runs a model puts its inputs on the model's device.
 
 The model lives on PyTorch's ``meta`` device, a stand-in for CUDA that needs no GPU: any operation
 that mixes a meta tensor with a CPU tensor raises (``test_meta_model_rejects_a_cpu_input`` shows

@@ -1,4 +1,4 @@
-"""The gpu profile's data path on local files with the Hub datasets' schemas (issue 12, items 5 and 7).
+"""The gpu profile's data path on local files with the Hub datasets' schemas.
 
 ``datasets.load_dataset`` is replaced by a stand-in that serves small parquet files written here with the
 columns and feature types of the real Hub datasets: WikiText-103 (``text``), CoNLL-2003's parquet

@@ -1,5 +1,5 @@
-"""The training-memory estimate (issue 12, item 4): its parts against what PyTorch keeps, and the decisions
-it drives (shrink the micro-batch at a constant effective batch, or refuse), and the issue's targets."""
+"""The training-memory estimate its parts against what PyTorch keeps, and the decisions
+it drives (shrink the micro-batch at a constant effective batch, or refuse), and the targets: the gpu profile fits a T4, the paper profile an A100-40GB."""
 import dataclasses
 import os
 
@@ -98,7 +98,7 @@ def test_fit_training_hands_back_the_notebooks_own_object(notebook, capsys):
         memory.fit_training("05", profile)
 
 
-def test_the_issue_targets_hold_a_t4_for_gpu_and_an_a100_40gb_for_paper():
+def test_the_gpu_profile_fits_a_t4_and_the_paper_profile_an_a100_40gb():
     table = memory.estimate_table()
     assert table.loc["gpu", "estimate (GiB)"].max() <= 14.0
     assert table.loc["paper", "estimate (GiB)"].max() <= 38.0

@@ -1,7 +1,7 @@
 """Bad inputs at the public entry points: each gives a ValueError that names the argument (and its value).
 
 One row per probe: wrong type, wrong range, empty, NaN/inf, wrong shape, wrong device. Rows cover every case
-issue 11 lists (beta=inf, temperature 0, forward_with_mask past the model's positions, all-padding batches,
+that has bitten before (beta=inf, temperature 0, forward_with_mask past the model's positions, all-padding batches,
 float and bool spans, token_accuracy on mismatched lengths, load_model(""), top_p=True, an empty corpus,
 seqeval_f1 on non-IOB2 tags, string arguments compared with numbers, whole_number(inf)). The tiny random
 Llama keeps it fast.

@@ -1,5 +1,5 @@
 """Widgets as a user meets them: they open at each view's defaults, bad settings show one line (no traceback,
-no leaked figure), float sliders hand the view clean values, and the presentation fixes of issue 16 hold."""
+no leaked figure), float sliders hand the view clean values, and the views' presentation holds (labels, titles, one figure per call)."""
 import ast
 import json
 import re
