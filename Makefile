@@ -8,19 +8,21 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 WORKBOOK_PROFILE ?=
 
-.PHONY: setup git-filter reproduce test benchmark strip clean
+.PHONY: setup git-filter reproduce test benchmark strip clean clean-runs
 
 setup: $(VENV)/.installed git-filter
 	$(PY) -m helpers.assets
 
 # nbstripout as a git filter (.gitattributes names it for *.ipynb): outputs that JupyterLab autosaves into a
-# notebook never reach a commit, and cell ids stay as they are. Skipped outside a git checkout.
+# notebook never reach a commit, and cell ids stay as they are. The filter is scripts/nbstripout_filter.sh, which
+# passes a notebook through (with a warning) when .venv is gone, so git keeps working after `make clean`.
+# Skipped outside a git checkout.
 git-filter: $(VENV)/.installed
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
-		git config filter.nbstripout.clean '"$(abspath $(PY))" -m nbstripout --keep-id' && \
+		git config filter.nbstripout.clean 'sh scripts/nbstripout_filter.sh' && \
 		git config filter.nbstripout.smudge cat && \
 		git config filter.nbstripout.required true && \
-		git config diff.ipynb.textconv '"$(abspath $(PY))" -m nbstripout --keep-id -t' && \
+		git config diff.ipynb.textconv 'sh scripts/nbstripout_filter.sh -t' && \
 		echo "nbstripout installed as the git filter for *.ipynb"; \
 	else echo "not a git checkout: nbstripout git filter not installed (run make strip before committing)"; fi
 
@@ -40,8 +42,24 @@ test: setup
 benchmark: setup
 	$(PY) benchmarks/attention_masks.py
 
+# Each notebook through the filter's own form (stdin to stdout: keys sorted as git's clean filter writes them), so a
+# committed notebook never shows as modified once the filter is installed.
 strip:
-	$(PY) -m nbstripout --keep-id notebooks/*.ipynb
+	@for notebook in notebooks/*.ipynb; do \
+		$(PY) -m nbstripout --keep-id < "$$notebook" > "$$notebook.stripped" && mv "$$notebook.stripped" "$$notebook" \
+		|| { rm -f "$$notebook.stripped"; exit 1; }; \
+	done; echo "stripped notebooks/*.ipynb in the git filter's form"
 
+# Removes the environment, the smoke figures and the git filter configuration that setup installed; trained runs
+# (runs/) and cached assets (data/cache/) stay. `make clean-runs` deletes the trained runs.
 clean:
-	rm -rf $(VENV) runs figures/smoke
+	rm -rf $(VENV) figures/smoke
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+		git config --remove-section filter.nbstripout 2>/dev/null; \
+		git config --unset diff.ipynb.textconv 2>/dev/null; \
+		echo "removed .venv, figures/smoke and the nbstripout git filter; kept runs/ (make clean-runs deletes it)"; \
+	else echo "removed .venv and figures/smoke; kept runs/ (make clean-runs deletes it)"; fi
+
+clean-runs:
+	@echo "deleting every trained run, checkpoint, adapter run folder and claims file under runs/"
+	rm -rf runs

@@ -329,6 +329,7 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
 
     if profile != LEDGER_PROFILE:
         raise ValueError(f"profile={profile!r}: the committed ledger is the {LEDGER_PROFILE!r} profile's")
+    finish_interrupted_gather(readme)
     fresh = {}
     for path in sorted(claims_dir(profile).glob("[0-9][0-9].json")):
         if notebooks is None or path.stem in notebooks:
@@ -343,10 +344,21 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
                     key=lambda entry: entry.key)
     readme = Path(readme or repo_root() / "README.md")
     text = render_readme(readme.read_text(), rows, tables, readme)  # refuses a README without the markers first
-    store.write_text(ledger, _rows_to_json(rows, profile=profile))
-    store.write_text(tables_path(), _tables_to_json(tables, profile))
-    store.write_text(readme, text)
+    store.write_together({ledger: _rows_to_json(rows, profile=profile), tables_path(): _tables_to_json(tables, profile),
+                          readme: text}, _journal())
     return rows
+
+
+def _journal() -> Path:
+    """The journal of :func:`gather`'s one write of the ledger, the tables file and the README together."""
+    return ledger_path().with_name(".gather.journal.json")
+
+
+def finish_interrupted_gather(readme: Path | None = None) -> None:
+    """Roll an interrupted :func:`gather` forward (or clean up after one killed before it wrote anything)."""
+    from .paths import repo_root
+
+    store.finish_together(_journal(), [ledger_path(), tables_path(), Path(readme or repo_root() / "README.md")])
 
 
 def counts(rows: Sequence[Claim]) -> dict[str, int]:
@@ -432,6 +444,7 @@ def readme_is_current(path: Path | None = None) -> bool:
     from .paths import repo_root
 
     path = Path(path or repo_root() / "README.md")
+    finish_interrupted_gather(path)
     ledger = ledger_path()
     rows = read_rows(ledger) if ledger.exists() else []
     text = path.read_text()

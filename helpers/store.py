@@ -19,6 +19,7 @@ import enum
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -158,15 +159,50 @@ def _fsync_dir(directory: Path) -> None:
             os.close(descriptor)
 
 
+def _scratch_prefix(path: Path) -> str:
+    """``.<name>.<pid>.``: a scratch file or folder names the process that writes it, so a later writer can tell
+    one left by a killed process (its pid gone) from one another process is writing right now."""
+    return f".{path.name}.{os.getpid()}."
+
+
+_SCRATCH = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[^.]*\.tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_scratch(folder) -> list[Path]:
+    """Delete the scratch files and folders (``.<name>.<pid>.*.tmp``) that a killed writer left in ``folder``;
+    those of live processes stay. Returns what was removed."""
+    folder, removed = Path(folder), []
+    if not folder.is_dir():
+        return removed
+    for entry in folder.iterdir():
+        found = _SCRATCH.fullmatch(entry.name)
+        if found and not _pid_alive(int(found["pid"])):
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_write(path, mode: str = "w", encoding: str | None = "utf-8"):
     """Open a temporary file next to ``path`` for writing; on success fsync it and ``os.replace`` it over ``path``.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
+    On an exception the temporary file is removed and ``path`` is untouched; one left by a killed process is
+    removed by the next write into the same folder (:func:`remove_stale_scratch`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale_scratch(path.parent)
+    descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=_scratch_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(descriptor, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
@@ -207,6 +243,40 @@ def save_torch(path, value) -> Path:
     return Path(path)
 
 
+def _staged(path: Path) -> Path:
+    return path.with_name(f".{path.name}.staged")
+
+
+def write_together(texts: dict, journal) -> None:
+    """Replace several text files as one: after a kill at any instant, either all keep their old contents or,
+    once :func:`finish_together` runs (every reader of the group calls it first), all have the new ones.
+
+    Each new text is first written beside its file as ``.<name>.staged``; then ``journal`` lists them; then each
+    is renamed over its file and the journal removed. A kill before the journal exists leaves the old files (and
+    staged files that :func:`finish_together` removes); a kill after it is rolled forward.
+    """
+    journal, paths = Path(journal), [Path(path) for path in texts]
+    finish_together(journal, paths)
+    staged = {str(path): str(write_text(_staged(path), text)) for path, text in zip(paths, texts.values())}
+    write_json(journal, staged)
+    finish_together(journal, paths)
+
+
+def finish_together(journal, paths) -> None:
+    """Complete an interrupted :func:`write_together` of ``paths`` whose journal is ``journal``, or remove the
+    staged files of one interrupted before its journal existed."""
+    journal = Path(journal)
+    if journal.exists():
+        for final, staged in read_json(journal, f"Delete {journal} and rerun the command that wrote it.").items():
+            if Path(staged).exists():
+                os.replace(staged, final)
+                _fsync_dir(Path(final).parent)
+        journal.unlink()
+        _fsync_dir(journal.parent)
+    for path in paths:
+        _staged(Path(path)).unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def replace_dir(path):
     """Yield a scratch folder next to ``path``; on success it replaces ``path`` whole (the old one stays until then).
@@ -217,7 +287,8 @@ def replace_dir(path):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     recover_dir(path)
-    scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    remove_stale_scratch(path.parent)
+    scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=_scratch_prefix(path), suffix=".tmp"))
     os.chmod(scratch, 0o777 & ~_umask())  # mkdtemp makes it private; the folder it becomes should not be
     try:
         yield scratch

@@ -1,8 +1,10 @@
 """Run every numbered notebook in order under the chosen profile and print the time each took.
 
-Executed copies go to runs/notebooks/ (the committed notebooks stay stripped); figures land in figures/. In the cpu
-profile the claims the notebooks wrote are gathered into claims/ledger_cpu.json, their result tables into
-claims/tables_cpu.json, and the README's claims table and result tables are rebuilt.
+Executed copies go to ``runs/notebooks/`` under the workbook root (``$WORKBOOK_ROOT``, else this checkout), written
+atomically; the committed notebooks stay stripped. Figures land in figures/. In the cpu profile the claims of the
+notebooks that finished are gathered into claims/ledger_cpu.json, their result tables into claims/tables_cpu.json,
+and the README's claims table and result tables are rebuilt. A notebook that fails does not stop the others; the
+run then names every failed notebook and exits 1, so a partial rerun never passes for a full one.
 Usage: WORKBOOK_PROFILE=cpu python scripts/reproduce.py [notebooks/01_*.ipynb ...]
 """
 from __future__ import annotations
@@ -18,37 +20,58 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(paths: list[Path], timeout: int = 3600) -> None:
+def execute(path: Path, out_dir: Path, timeout: int) -> str | None:
+    """Run one notebook; keep its executed copy (of a failed run too) in ``out_dir``. Returns the error, or None."""
+    from helpers import store
+
+    notebook = nbformat.read(path, as_version=4)
+    try:
+        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        return None
+    except Exception as error:  # a failing cell, a dead kernel, a timeout: report it, run the next notebook
+        if getattr(error, "ename", None):  # nbclient's CellExecutionError: the cell's own exception
+            return f"{error.ename}: {error.evalue}"
+        return f"{type(error).__name__}: {error}"
+    finally:
+        store.write_text(out_dir / path.name, nbformat.writes(notebook))
+
+
+def run(paths: list[Path], timeout: int = 3600) -> int:
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
     from helpers import claims, profiles
+    from helpers.paths import runs_dir
 
     profile = profiles.current()
-    out_dir = ROOT / "runs" / "notebooks"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    print(f"profile: {profile.name}")
-    timings = []
+    out_dir = runs_dir() / "notebooks"
+    print(f"profile: {profile.name}; executed copies in {out_dir}")
+    timings, failed = [], {}
     for path in paths:
-        notebook = nbformat.read(path, as_version=4)
         start = time.perf_counter()
         print(f"running {path.name} ...", flush=True)
-        try:
-            NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(path.parent)}}).execute()
-        finally:  # keep the executed cells, even of a failed run, for inspection
-            nbformat.write(notebook, out_dir / path.name)
+        error = execute(path, out_dir, timeout)
         elapsed = time.perf_counter() - start
         timings.append((path.name, elapsed))
-        print(f"  {path.name}: {elapsed:.1f} s", flush=True)
+        if error:
+            failed[path.name] = error
+        print(f"  {path.name}: {elapsed:.1f} s" + (f"  FAILED ({error})" if error else ""), flush=True)
     print("\nnotebook times:")
     for name, elapsed in timings:
-        print(f"  {elapsed:8.1f} s  {name}")
+        print(f"  {elapsed:8.1f} s  {name}" + ("  FAILED" if name in failed else ""))
     print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {ROOT / 'figures'}")
-    if profile.name == claims.LEDGER_PROFILE:
-        rows = claims.gather(notebooks=[path.name[:2] for path in paths])
-        print(f"claims ledger {claims.ledger_path()}: {len(rows)} claims, {claims.counts(rows)}; result tables "
-              f"{[entry.key for entry in claims.read_tables()]}; README blocks regenerated")
+    finished = [path.name[:2] for path in paths if path.name not in failed]
+    if profile.name == claims.LEDGER_PROFILE and finished:
+        rows = claims.gather(notebooks=finished)
+        print(f"claims ledger {claims.ledger_path()}: notebooks {', '.join(finished)} gathered; {len(rows)} claims, "
+              f"{claims.counts(rows)}; README blocks regenerated")
+    if failed:
+        print(f"\n{len(failed)} notebook(s) failed, their claims NOT gathered (the ledger keeps their earlier rows): "
+              + "; ".join(f"{name}: {error}" for name, error in failed.items())
+              + f". Their executed copies, with the error, are in {out_dir}.", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
     chosen = [Path(arg).resolve() for arg in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    run(chosen)
+    raise SystemExit(run(chosen))

@@ -197,3 +197,99 @@ def test_repo_root_prefers_workbook_root_then_refuses_two_different_checkouts(tm
     assert paths.repo_root() == package_root
     monkeypatch.chdir(tmp_path)  # outside any checkout: the package's
     assert paths.repo_root() == package_root
+
+
+def test_reuse_run_names_one_folder_per_settings_object_and_keeps_its_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    run = store.reuse_run("04_tagger", Settings())
+    assert run.path == store.run_dir_for("04_tagger", Settings()) and run.path.is_dir()
+    assert store.reuse_run("04_tagger", Settings(lr=2e-3)).path != run.path  # any field of the object keys it
+    assert run.finished() is None
+    run.finish({"f1": 0.5})
+    assert store.reuse_run("04_tagger", Settings()).finished() == {"f1": 0.5}
+    assert store.reuse_run("04_tagger", Settings(), resume=False).finished() is None  # a fresh run empties it
+
+
+def test_a_scratch_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_path):
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)  # a pid that no longer runs
+    stale = tmp_path / f".ledger.json.{dead}.abc123.tmp"
+    stale.write_text("torn")
+    live = tmp_path / f".ledger.json.{os.getpid()}.def456.tmp"  # another writer, still at work
+    live.write_text("in progress")
+    store.write_text(tmp_path / "ledger.json", "{}")
+    assert not stale.exists() and live.exists()
+    assert (tmp_path / "ledger.json").read_text() == "{}"
+
+
+def test_write_together_leaves_all_old_or_rolls_all_forward(tmp_path, monkeypatch):
+    files = {tmp_path / name: "old" for name in ("ledger.json", "tables.json", "README.md")}
+    for path, text in files.items():
+        path.write_text(text)
+    journal = tmp_path / ".gather.journal.json"
+    real_replace, calls = os.replace, []
+
+    def killed_after_one_rename(source, target):
+        if str(source).endswith(".staged"):
+            calls.append(target)
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # the process dies between two renames
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", killed_after_one_rename)
+    with pytest.raises(KeyboardInterrupt):
+        store.write_together({path: "new" for path in files}, journal)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert journal.exists() and sorted(path.read_text() for path in files) == ["new", "old", "old"]
+    store.finish_together(journal, list(files))  # what the next reader does first
+    assert [path.read_text() for path in files] == ["new"] * 3
+    assert not journal.exists() and not list(tmp_path.glob(".*"))  # no journal, staged or scratch file left
+
+
+def test_write_together_killed_before_its_journal_keeps_every_old_file(tmp_path, monkeypatch):
+    files = [tmp_path / "ledger.json", tmp_path / "README.md"]
+    for path in files:
+        path.write_text("old")
+    real_write_json = store.write_json
+
+    def killed_writing_the_journal(path, value, **options):
+        if str(path).endswith("journal.json"):
+            raise KeyboardInterrupt
+        return real_write_json(path, value, **options)
+
+    monkeypatch.setattr(store, "write_json", killed_writing_the_journal)
+    with pytest.raises(KeyboardInterrupt):
+        store.write_together({path: "new" for path in files}, tmp_path / ".journal.json")
+    monkeypatch.undo()
+    store.finish_together(tmp_path / ".journal.json", files)
+    assert [path.read_text() for path in files] == ["old", "old"] and not list(tmp_path.glob(".*"))
+
+
+def test_a_figure_write_under_a_file_size_limit_fails_clearly_and_keeps_the_old_figure(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    for marker in ("pyproject.toml", "helpers", "notebooks"):
+        (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).touch()
+    script = textwrap.dedent("""
+        import resource, numpy, matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from helpers.plots import core
+        fig, ax = plt.subplots(); ax.plot([1, 2]); path = core.save_figure(fig, "01_example")
+        before = path.read_bytes()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 4, resource.RLIM_INFINITY))
+        fig, ax = plt.subplots(); ax.imshow(numpy.random.default_rng(0).random((300, 300)))
+        try:
+            core.save_figure(fig, "01_example")
+        except OSError as error:
+            print("ERROR", error)
+        print("INTACT", path.read_bytes() == before, sorted(p.name for p in path.parent.iterdir()))
+    """)
+    env = {**os.environ, "WORKBOOK_ROOT": str(tmp_path), "WORKBOOK_PROFILE": "cpu"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert "ERROR" in result.stdout and "01_example.png" in result.stdout and "unchanged" in result.stdout
+    assert "INTACT True ['01_example.png']" in result.stdout

@@ -17,7 +17,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
 from .. import masks as M
-from .. import profiles
+from .. import profiles, store
 from ..paths import figures_dir
 
 MASKED_COLOR = "#595959"  # dark gray: -inf (MAGNET Fig. 2)
@@ -37,9 +37,14 @@ def save_figure(fig: plt.Figure, name: str) -> Path:
     if not name or "/" in name or name.endswith(".png"):
         raise ValueError(f"name={name!r} must be a bare figure name such as '01_magnet_masks'")
     folder = figures_dir() / "smoke" if profiles.current().name == "smoke" else figures_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    fig.savefig(path, bbox_inches="tight", metadata={"Software": None})
+    try:  # atomically: a full disk or a file-size limit leaves the previous figure as it was
+        with store.atomic_write(path, "wb") as handle:
+            fig.savefig(handle, format="png", bbox_inches="tight", metadata={"Software": None})
+    except OSError as error:
+        raise OSError(error.errno, f"could not write the figure {path} ({error.strerror or error}); the previous "
+                                   f"figure there is unchanged. Free disk space (or raise the file-size limit) and "
+                                   f"rerun the cell, or set WORKBOOK_ROOT to a writable folder") from error
     return path
 
 

@@ -1,0 +1,49 @@
+"""scripts/reproduce.py (``make reproduce``): a notebook that fails is named, the ones that finished are gathered,
+and the run exits non-zero; executed copies go under the workbook root, not the script's checkout."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import claims
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebook(path: Path, source: str) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits_1(tmp_path):
+    root = tmp_path / "workbook"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "helpers").mkdir()
+    (root / "pyproject.toml").touch()
+    (root / "README.md").write_text(f"before\n{claims.README_BEGIN}\n{claims.README_END}\nafter\n")
+    row = ("from helpers import claims\n"
+           "claims.record([claims.Claim(notebook='01', paper='001', where='Fig. 1', claim='a claim', paper_value='1',"
+           " ours='1', low=None, high=None, method='exact', n=None, verdict='reproduced')], notebook='01', profile='cpu')")
+    good = _notebook(root / "notebooks" / "01_good.ipynb", row)
+    bad = _notebook(root / "notebooks" / "02_bad.ipynb", "raise RuntimeError('this notebook breaks')")
+    env = {**os.environ, "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "cpu"}
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), str(good), str(bad)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "02_bad.ipynb: RuntimeError: this notebook breaks" in result.stderr
+    ledger = json.loads((root / "claims" / "ledger_cpu.json").read_text())
+    assert [row["notebook"] for row in ledger["claims"]] == ["01"]  # the finished notebook was gathered
+    assert "1 claims from notebooks 01" in (root / "README.md").read_text()
+    executed = root / "runs" / "notebooks"
+    assert sorted(path.name for path in executed.iterdir()) == ["01_good.ipynb", "02_bad.ipynb"]
+    failed_copy = nbformat.read(executed / "02_bad.ipynb", as_version=4)
+    assert failed_copy.cells[0].outputs[0]["ename"] == "RuntimeError"  # the record of the failure is kept
+    assert not (ROOT / "runs" / "notebooks" / "02_bad.ipynb").exists()
