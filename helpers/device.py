@@ -19,7 +19,11 @@ def get_device() -> torch.device:
         if name not in _DEVICE_CHOICES:
             raise ValueError(f"WORKBOOK_DEVICE={requested!r} is not one of {', '.join(_DEVICE_CHOICES)}")
         if name == "cuda" and not torch.cuda.is_available():
-            raise ValueError("WORKBOOK_DEVICE='cuda' but torch.cuda.is_available() is False on this machine")
+            raise ValueError("WORKBOOK_DEVICE='cuda' but torch.cuda.is_available() is False on this machine; unset "
+                             "WORKBOOK_DEVICE to let the workbook choose, or set it to cpu")
+        if name == "mps" and not (getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()):
+            raise ValueError("WORKBOOK_DEVICE='mps' but this torch build or machine has no MPS (Apple GPU) support; "
+                             "unset WORKBOOK_DEVICE to let the workbook choose, or set it to cpu")
         return torch.device(name)
     if torch.cuda.is_available():
         return torch.device("cuda")

@@ -399,6 +399,8 @@ def reachability(layer_masks: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     ``R_l[q, p]`` is True when the token at position p can change the hidden state at q after l layers.
     Residual connections are the diagonal, which every workbook mask contains.
     """
+    if isinstance(layer_masks, torch.Tensor) or not layer_masks:
+        raise ValueError(f"layer_masks={layer_masks!r} must be a non-empty list of (L, L) masks, one per layer")
     reach = torch.eye(layer_masks[0].shape[-1], dtype=torch.bool)
     out = []
     for layer_mask in layer_masks:

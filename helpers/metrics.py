@@ -22,12 +22,18 @@ def rep_n(tokens: Sequence[Hashable], n: int = 4) -> float:
 
 def rep_sen(sentences: Sequence[str]) -> float:
     """MAGNET §4.4: ``Rep-Sen = 1.0 - |unique sentences| / |sentences|`` (sentences compared after stripping)."""
+    if isinstance(sentences, str) or not all(isinstance(sentence, str) for sentence in sentences):
+        raise ValueError(f"sentences={str(sentences)[:60]!r} must be a list of sentence strings (one generation split "
+                         "into sentences), not a single string")
     cleaned = [sentence.strip() for sentence in sentences if sentence.strip()]
     return 0.0 if not cleaned else 1.0 - len(set(cleaned)) / len(cleaned)
 
 
 def distinct_n(token_lists: Sequence[Sequence[Hashable]], n: int = 4) -> float:
     """Distinct-n over a set of generations: unique n-grams / all n-grams (OpenLTG's D-4 with n = 4)."""
+    if isinstance(token_lists, str) or not token_lists:
+        raise ValueError(f"token_lists={str(token_lists)[:60]!r} must be a non-empty list of generations, each a list "
+                         "of tokens")
     grams = [gram for tokens in token_lists for gram in ngrams(tokens, n)]
     return 0.0 if not grams else len(set(grams)) / len(grams)
 

@@ -56,6 +56,28 @@ class GatedModelError(MissingAssetError):
     """A Hub model whose licence must be accepted (e.g. meta-llama/Llama-2-7b-hf) could not be downloaded."""
 
 
+class HubUnreachableError(MissingAssetError):
+    """A Hub model or tokenizer could not be fetched: no connection, and not in the local cache."""
+
+
+def hub_unreachable_message(name: str) -> str:
+    return (f"could not reach the Hugging Face Hub to load {name!r}, and it is not in the local cache. The gpu and "
+            f"paper profiles load their models from the Hub: connect this machine to the internet (in Colab, reconnect "
+            f"the runtime), or run the cpu profile, which works offline on the embedded SmolLM2 "
+            f"(WORKBOOK_PROFILE=cpu, or os.environ['WORKBOOK_PROFILE'] = 'cpu' before the first cell).")
+
+
+def _is_unreachable(error: BaseException) -> bool:
+    """No connection to the Hub (and no cached copy) anywhere in the exception chain."""
+    while error is not None:
+        text = str(error).lower()
+        if type(error).__name__ in {"LocalEntryNotFoundError", "OfflineModeIsEnabled"} or "couldn't connect" in text \
+                or "connection error" in text or "failed to resolve" in text or "offline mode is enabled" in text:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def gated_model_message(name: str) -> str:
     return (f"{name} is a gated model on the Hugging Face Hub. To use it: (1) sign in at huggingface.co and accept its "
             f"licence at https://huggingface.co/{name}; (2) create a read token at https://huggingface.co/settings/tokens; "
@@ -75,12 +97,14 @@ def _is_gated(error: BaseException) -> bool:
 
 @contextlib.contextmanager
 def _hub_access(name: str):
-    """Turn a gated-repository failure while loading ``name`` into the steps that fix it."""
+    """Turn a gated-repository failure, or no connection to the Hub, while loading ``name`` into the steps that fix it."""
     try:
         yield
     except Exception as error:
         if _is_gated(error):
             raise GatedModelError(gated_model_message(name) + f" (The Hub said: {str(error).splitlines()[0]})") from error
+        if _is_unreachable(error):
+            raise HubUnreachableError(hub_unreachable_message(name)) from None
         raise
 
 

@@ -51,8 +51,21 @@ def repo_root() -> Path:
     return cwd_root or package_root or Path.cwd().resolve()
 
 
+class ReadOnlyRootError(PermissionError):
+    """The workbook root (where figures, runs and caches go) cannot be written."""
+
+
 def _existing(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ReadOnlyRootError(f"cannot create {path} ({error.strerror or error}): the workbook writes its figures, "
+                                f"runs and caches under {repo_root()}. Point WORKBOOK_ROOT at a writable folder "
+                                f"(export WORKBOOK_ROOT=~/mlm-workbook) and rerun.") from None
+    if not os.access(path, os.W_OK):
+        raise ReadOnlyRootError(f"{path} is not writable: the workbook writes its figures, runs and caches under "
+                                f"{repo_root()}. Point WORKBOOK_ROOT at a writable folder (export "
+                                f"WORKBOOK_ROOT=~/mlm-workbook) and rerun.")
     return path
 
 

@@ -85,6 +85,60 @@ def run_dir_for(name: str, settings) -> Path:
     return runs_dir() / f"{name}_{fingerprint(settings)}"
 
 
+LOCK_FILE = ".lock"
+
+
+class InUseError(RuntimeError):
+    """Another live process holds the lock of a run folder (or adapter) that this one wants to write."""
+
+
+@contextlib.contextmanager
+def exclusive(folder, what: str = "run folder"):
+    """Hold ``folder``'s lock (``<folder>/.lock``) while the block writes into it: one writer per run at a time.
+
+    A second process refuses at once with :class:`InUseError`, naming the holder's pid and command. The lock is
+    the kernel's (``fcntl.flock``), so it dies with its process: a killed run leaves no stale lock behind.
+    """
+    import fcntl
+    import sys
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / LOCK_FILE, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise InUseError(f"the {what} {folder} is being written by {holder}; wait for it to finish (or stop it), "
+                             f"then run this again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:120] or 'python'})")
+        handle.flush()
+        yield folder
+    finally:
+        handle.close()  # closing releases the lock
+
+
+def holder_of(folder) -> str | None:
+    """Who holds ``folder``'s :func:`exclusive` lock right now, or None when nobody does."""
+    import fcntl
+
+    path = Path(folder) / LOCK_FILE
+    if not path.exists():
+        return None
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            return handle.read().strip() or "another process"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 RESULT_FILE = "result.json"
 
 

@@ -77,3 +77,11 @@ def test_model_device_is_where_the_weights_are():
     assert D.model_device(torch.nn.Linear(2, 2).to("meta")).type == "meta"
     with pytest.raises(ValueError, match="no parameters"):
         D.model_device(torch.nn.ReLU())
+
+
+def test_workbook_device_mps_without_mps_names_the_variable_and_the_way_out(monkeypatch):
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        pytest.skip("this machine has MPS")
+    monkeypatch.setenv("WORKBOOK_DEVICE", "mps")
+    with pytest.raises(ValueError, match="WORKBOOK_DEVICE='mps'.*no MPS.*unset WORKBOOK_DEVICE"):
+        D.get_device()

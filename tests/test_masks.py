@@ -233,3 +233,8 @@ def test_reachability_is_the_transitive_closure_per_layer():
     reach = M.reachability([layer] * 3)
     for depth, matrix in enumerate(reach, start=1):
         assert torch.equal(matrix, brute(7, lambda q, k: abs(q - k) <= depth))
+
+
+def test_reachability_of_no_layers_is_a_clear_error():
+    with pytest.raises(ValueError, match="layer_masks=.*non-empty list"):
+        M.reachability([])

@@ -136,3 +136,12 @@ def test_entity_counts_add_up_to_seqeval_f1_and_the_two_level_bootstrap_brackets
     assert metrics.seed_and_example_interval([[(1, 1, 1)] * 5] * 2, mean_f1, resamples=50) == (1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="every seed must score the same examples"):
         metrics.seed_and_example_interval([counts, counts[:3]], mean_f1)
+
+
+def test_rep_sen_and_distinct_n_refuse_inputs_they_would_misread():
+    with pytest.raises(ValueError, match="sentences=.*list of sentence strings"):
+        metrics.rep_sen("It rained. It rained.")  # a string would be read letter by letter
+    with pytest.raises(ValueError, match="token_lists=.*non-empty"):
+        metrics.distinct_n([], 4)
+    with pytest.raises(ValueError, match="token_lists="):
+        metrics.distinct_n("a b c d", 2)

@@ -244,3 +244,9 @@ def test_embedded_model_structure(embedded):
     assert models.decoder_layers(model) is model.model.layers
     assert len(models.decoder_layers(model)) == model.config.num_hidden_layers == 30
     assert models.max_positions(model) == 8192
+
+
+def test_an_unreachable_hub_model_says_the_cpu_profile_works_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what no connection looks like, without waiting for a timeout
+    with pytest.raises(models.HubUnreachableError, match="'nobody/no-such-model-here'.*WORKBOOK_PROFILE=cpu"):
+        models.load_tokenizer("nobody/no-such-model-here")

@@ -293,3 +293,51 @@ def test_a_figure_write_under_a_file_size_limit_fails_clearly_and_keeps_the_old_
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert "ERROR" in result.stdout and "01_example.png" in result.stdout and "unchanged" in result.stdout
     assert "INTACT True ['01_example.png']" in result.stdout
+
+
+def test_a_read_only_workbook_root_names_the_path_and_workbook_root(tmp_path, monkeypatch):
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    for marker in ("pyproject.toml", "helpers", "notebooks"):
+        (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).touch()
+    tmp_path.chmod(0o555)
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    try:
+        with pytest.raises(paths.ReadOnlyRootError, match="runs.*WORKBOOK_ROOT"):
+            paths.runs_dir()
+    finally:
+        tmp_path.chmod(0o755)
+
+
+def test_an_unwritable_folder_under_the_root_is_refused_by_name(tmp_path, monkeypatch):
+    for marker in ("pyproject.toml", "helpers", "notebooks"):
+        (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).touch()
+    (tmp_path / "runs").write_text("a file where the runs folder should be")
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    with pytest.raises(paths.ReadOnlyRootError, match="runs.*WORKBOOK_ROOT"):
+        paths.runs_dir()
+
+
+def test_one_writer_per_run_folder_and_no_stale_lock_after_a_kill(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from helpers import store\n"
+        f"with store.exclusive({str(tmp_path)!r}, 'training run'):\n"
+        "    print('held', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert f"pid {holder.pid}" in store.holder_of(tmp_path)
+        with pytest.raises(store.InUseError, match=f"training run {tmp_path} is being written by pid {holder.pid}"):
+            with store.exclusive(tmp_path, "training run"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    deadline = time.time() + 10
+    while store.holder_of(tmp_path) is not None and time.time() < deadline:
+        time.sleep(0.05)
+    with store.exclusive(tmp_path, "training run"):  # the kernel released the killed holder's lock
+        assert f"pid {os.getpid()}" in (tmp_path / store.LOCK_FILE).read_text()
