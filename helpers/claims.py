@@ -262,18 +262,104 @@ def _rows_to_json(rows: Sequence[Claim], **header) -> str:
     return json.dumps({**header, "claims": [asdict(row) for row in rows]}, indent=1, sort_keys=False) + "\n"
 
 
-def read_rows(path: Path) -> list[Claim]:
-    """The claims in one ledger file; a broken file is an error naming it and the command that rewrites it."""
+def _read_payload(path: Path) -> dict:
     path = Path(path)
     try:
         payload = json.loads(path.read_text())
-        return [Claim(**row) for row in payload["claims"]]
+        payload["claims"] = [Claim(**row) for row in payload["claims"]]
+        return payload
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise _unreadable(path, error) from error
 
 
-def record(rows: Iterable[Claim], notebook: str, profile=None) -> Path:
-    """Write ``rows`` as notebook ``notebook``'s claims for ``profile`` (default: the current one); returns the path."""
+def read_rows(path: Path) -> list[Claim]:
+    """The claims in one ledger file; a broken file is an error naming it and the command that rewrites it."""
+    return _read_payload(path)["claims"]
+
+
+def read_provenance(path: Path | None = None) -> dict[str, dict]:
+    """The committed ledger's provenance, notebook -> :func:`provenance` of the run its rows came from."""
+    path = Path(path or ledger_path())
+    return _read_payload(path).get("provenance", {}) if path.exists() else {}
+
+
+class ProvenanceError(ValueError):
+    """A claims file (or ledger row) whose provenance does not belong in the ledger it would enter."""
+
+
+def check_provenance(origin: dict | None, profile: str, where: str) -> None:
+    """Refuse claims that were not computed under ``profile``'s own settings (a smoke run saved under the cpu name,
+    a profile edited in the kernel, a file from before provenance was recorded)."""
+    from . import profiles
+
+    rerun = f"rerun notebook {where} under WORKBOOK_PROFILE={profile} (python scripts/reproduce.py notebooks/{where}_*.ipynb)"
+    if not isinstance(origin, dict):
+        raise ProvenanceError(f"notebook {where}'s claims record no provenance (profile, run settings, commit), so "
+                              f"nothing says they are {profile}-profile numbers; {rerun}")
+    if origin.get("profile") != profile:
+        raise ProvenanceError(f"notebook {where}'s claims were computed under the {origin.get('profile')!r} profile, "
+                              f"not {profile!r}; {rerun}")
+    expected = store.fingerprint(profiles.get(profile))
+    if origin.get("profile_fingerprint") != expected:
+        raise ProvenanceError(f"notebook {where}'s claims were computed under other {profile}-profile settings "
+                              f"(fingerprint {origin.get('profile_fingerprint')}, the profile's is {expected}): a "
+                              f"profile changed in the kernel or by an older workbook; {rerun}")
+
+
+def _git(*arguments: str) -> str | None:
+    import subprocess
+
+    from .paths import repo_root
+
+    try:
+        result = subprocess.run(["git", *arguments], cwd=repo_root(), capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _cpu_model() -> str:
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = None) -> dict:
+    """Where a notebook's claims come from: the profile (name and the fingerprint of all its settings), the
+    fingerprint of the settings of every run the claims rest on (``runs``: name -> settings object), the seeds, the
+    code (commit, and whether the tree had uncommitted changes) and the machine (CPU model, torch, Python)."""
+    import platform
+
+    import torch
+
+    from . import profiles
+
+    profile = profiles.get(profile) if isinstance(profile, str) else profile
+    if not isinstance(profile, profiles.Profile):
+        raise ValueError(f"profile={profile!r} must be the notebook's Profile (cfg) or a profile name")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"profile": profile.name, "profile_fingerprint": store.fingerprint(profile),
+            "runs": {str(name): store.fingerprint(settings) for name, settings in sorted((runs or {}).items())},
+            "seeds": sorted({int(seed) for seed in (seeds if seeds is not None else [profile.seed])}),
+            "commit": _git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
+            "machine": {"cpu": _cpu_model(), "torch": torch.__version__, "python": platform.python_version()}}
+
+
+def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None = None,
+           seeds: Sequence[int] | None = None, parameters: "Parameters | None" = None) -> Path:
+    """Write ``rows`` as notebook ``notebook``'s claims for ``profile`` (the notebook's ``cfg``), with their
+    :func:`provenance`; returns the path.
+
+    ``runs`` names the settings of every run the rows rest on, ``seeds`` the seeds behind them. With
+    ``parameters`` (the notebook's :func:`parameters` object), the rows are refused unless every cell that computed
+    them ran under the parameters now in the parameters cell (:meth:`Parameters.check`).
+    """
     rows = list(rows)
     if not rows:
         raise ValueError(f"rows is empty; notebook {notebook} must record at least one claim")
@@ -282,23 +368,81 @@ def record(rows: Iterable[Claim], notebook: str, profile=None) -> Path:
             raise ValueError(f"rows[{index}]={row!r} is not a Claim")
         if row.notebook != notebook:
             raise ValueError(f"rows[{index}].notebook={row.notebook!r} but notebook={notebook!r}")
-    name = _profile_name(profile)
-    path = claims_dir(name) / f"{notebook}.json"
-    store.write_text(path, _rows_to_json(rows, notebook=notebook, profile=name,
+    if parameters is not None:
+        parameters.check(notebook)
+    origin = provenance(profile, runs, seeds)
+    path = claims_dir(origin["profile"]) / f"{notebook}.json"
+    store.write_text(path, _rows_to_json(rows, notebook=notebook, profile=origin["profile"], provenance=origin,
                                           written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
     return path
+
+
+class StaleResultsError(RuntimeError):
+    """A summary would record claims computed under other parameters than the parameters cell now holds."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this one line instead of a traceback
+        return [f"claims not recorded: {self}"]
+
+
+_COMPUTED: dict[str, dict[str, str]] = {}  # notebook -> {cell: fingerprint of the parameters it ran under}
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The parameters cell's settings, fingerprinted: what every later cell's results must have been computed under.
+
+    The parameters cell makes it (``params = claims.parameters("02", cfg, settings)``); each cell that computes
+    results the summary reports ends with ``params.computed("training")`` (any name per cell); the summary passes
+    ``parameters=params`` to :func:`record`, which refuses, in one line, when a cell ran under other parameters than
+    the ones the parameters cell now holds (it was changed and rerun, but that cell was not).
+    """
+
+    notebook: str
+    fingerprint: str
+    settings: object
+
+    def computed(self, cell: str) -> None:
+        """Mark ``cell``'s results as computed under these parameters."""
+        _COMPUTED.setdefault(self.notebook, {})[str(cell)] = self.fingerprint
+
+    def check(self, notebook: str) -> None:
+        current = _PARAMETERS.get(notebook)
+        if current is not None and current.fingerprint != self.fingerprint:
+            raise StaleResultsError(f"notebook {notebook}: these parameters are not the ones the parameters cell now "
+                                    "holds; rerun the notebook from the parameters cell down")
+        stale = sorted(cell for cell, made in _COMPUTED.get(notebook, {}).items() if made != self.fingerprint)
+        if stale:
+            raise StaleResultsError(f"notebook {notebook}: the results of {', '.join(stale)} were computed under other "
+                                    "parameters than the parameters cell now holds; rerun those cells (or the notebook "
+                                    "from the parameters cell down) before recording claims")
+
+
+_PARAMETERS: dict[str, Parameters] = {}
+
+
+def parameters(notebook: str, profile, *settings) -> Parameters:
+    """The parameters cell's :class:`Parameters` for ``notebook``: the profile and every settings object the cell
+    sets, fingerprinted. Calling it again (the cell rerun) replaces the notebook's current parameters."""
+    _check_notebook(notebook)
+    made = Parameters(notebook, store.fingerprint([profile, *settings]), store.canonical_settings([profile, *settings]))
+    _PARAMETERS[notebook] = made
+    return made
 
 
 def _profile_name(profile) -> str:
     from . import profiles
 
-    return profile if isinstance(profile, str) else (profile or profiles.current()).name
+    if isinstance(profile, str):
+        return profiles.get(profile).name
+    if not isinstance(profile, profiles.Profile):
+        raise ValueError(f"profile={profile!r} must be the notebook's Profile (cfg) or a profile name")
+    return profile.name
 
 
 def record_table(name: str, header: Sequence[str], rows: Sequence[Sequence[str]], *, notebook: str, title: str,
-                 note: str = "", profile=None) -> Path:
+                 profile, note: str = "") -> Path:
     """Write notebook ``notebook``'s result table ``name`` (``header``: the column names; ``rows``: one list of
-    formatted cells per row, as many as ``header``) for ``profile`` (default: the current one) to
+    formatted cells per row, as many as ``header``) for ``profile`` (the notebook's ``cfg``) to
     ``runs/claims/<profile>/<notebook>_<name>.json``; :func:`gather` puts it in the README. Returns the path."""
     entry = ResultTable(notebook=notebook, name=name, title=title, header=header, rows=rows, note=note)
     profile_name = _profile_name(profile)
@@ -330,21 +474,25 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
     if profile != LEDGER_PROFILE:
         raise ValueError(f"profile={profile!r}: the committed ledger is the {LEDGER_PROFILE!r} profile's")
     finish_interrupted_gather(readme)
-    fresh = {}
+    fresh, origins = {}, read_provenance()
     for path in sorted(claims_dir(profile).glob("[0-9][0-9].json")):
         if notebooks is None or path.stem in notebooks:
-            fresh[path.stem] = read_rows(path)
+            payload = _read_payload(path)
+            check_provenance(payload.get("provenance"), profile, path.stem)  # before anything is written
+            fresh[path.stem], origins[path.stem] = payload["claims"], payload["provenance"]
     fresh_tables = [read_table(path) for path in sorted(claims_dir(profile).glob("[0-9][0-9]_*.json"))
                     if notebooks is None or path.name[:2] in notebooks]
     ledger = ledger_path()
     kept = [row for row in (read_rows(ledger) if ledger.exists() else []) if row.notebook not in fresh]
     rows = sorted(kept + [row for group in fresh.values() for row in group], key=lambda row: row.notebook)
+    origins = {notebook: origin for notebook, origin in sorted(origins.items()) if any(r.notebook == notebook for r in rows)}
     rerun = {entry.notebook for entry in fresh_tables}
     tables = sorted([entry for entry in read_tables() if entry.notebook not in rerun] + fresh_tables,
                     key=lambda entry: entry.key)
     readme = Path(readme or repo_root() / "README.md")
     text = render_readme(readme.read_text(), rows, tables, readme)  # refuses a README without the markers first
-    store.write_together({ledger: _rows_to_json(rows, profile=profile), tables_path(): _tables_to_json(tables, profile),
+    store.write_together({ledger: _rows_to_json(rows, profile=profile, provenance=origins),
+                          tables_path(): _tables_to_json(tables, profile),
                           readme: text}, _journal())
     return rows
 
@@ -451,6 +599,23 @@ def readme_is_current(path: Path | None = None) -> bool:
     return render_readme(text, rows, read_tables(), path) == text
 
 
+def provenance_problems(path: Path | None = None) -> list[str]:
+    """What is wrong with the committed ledger's provenance: each notebook with rows needs one computed under the
+    ledger's profile and its current settings (:func:`check_provenance`)."""
+    path = Path(path or ledger_path())
+    if not path.exists():
+        return []
+    payload = _read_payload(path)
+    origins = payload.get("provenance", {})
+    problems = []
+    for notebook in sorted({row.notebook for row in payload["claims"]}):
+        try:
+            check_provenance(origins.get(notebook), payload.get("profile", LEDGER_PROFILE), notebook)
+        except ProvenanceError as error:
+            problems.append(str(error))
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The claims ledger, the result tables and the README blocks built from them.")
     group = parser.add_mutually_exclusive_group(required=True)
@@ -466,7 +631,10 @@ def main(argv: list[str] | None = None) -> int:
     print("README claims table and result tables match the ledger and the tables file" if current else
           "README claims table or a result table differs from claims/ledger_cpu.json or claims/tables_cpu.json; "
           "run: python -m helpers.claims --gather")
-    return 0 if current else 1
+    problems = provenance_problems()
+    for problem in problems:
+        print(f"provenance: {problem}")
+    return 0 if current and not problems else 1
 
 
 if __name__ == "__main__":

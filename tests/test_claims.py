@@ -188,3 +188,69 @@ def test_every_executed_notebook_wrote_well_formed_claims(request, session_start
             entry = claims.read_table(path)
             assert (entry.notebook, entry.name) == (notebook, name) and entry.rows
             assert json.loads(path.read_text())["profile"] == profile
+
+
+def test_claims_record_their_provenance_and_the_ledger_keeps_it(tmp_path, monkeypatch):
+    from helpers import profiles, store
+
+    _workbook(tmp_path, monkeypatch)
+    path = claims.record([claims.Claim(**ROW)], notebook="05", profile=profiles.get("cpu"),
+                         runs={"generations": {"T": 8}}, seeds=[0, 1, 2])
+    origin = json.loads(path.read_text())["provenance"]
+    assert origin["profile"] == "cpu" and origin["profile_fingerprint"] == store.fingerprint(profiles.get("cpu"))
+    assert origin["runs"] == {"generations": store.fingerprint({"T": 8})} and origin["seeds"] == [0, 1, 2]
+    assert origin["machine"]["torch"] and "cpu" in origin["machine"]
+    claims.gather()
+    assert claims.read_provenance()["05"] == origin and claims.provenance_problems() == []
+
+
+def test_gather_refuses_smoke_claims_filed_under_the_cpu_profile(tmp_path, monkeypatch):
+    from helpers import profiles
+
+    _workbook(tmp_path, monkeypatch)
+    smoke = claims.record([claims.Claim(**ROW)], notebook="05", profile=profiles.get("smoke"))
+    target = claims.claims_dir("cpu") / "05.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(smoke.read_text().replace('"profile": "smoke",', '"profile": "cpu",', 1))  # renamed, not rerun
+    with pytest.raises(claims.ProvenanceError, match="computed under the 'smoke' profile"):
+        claims.gather()
+    edited = profiles.get("cpu").replace(seed=7)  # a profile edited inside the kernel
+    claims.record([claims.Claim(**ROW)], notebook="05", profile=edited)
+    with pytest.raises(claims.ProvenanceError, match="other cpu-profile settings"):
+        claims.gather()
+    payload = json.loads(target.read_text())
+    del payload["provenance"]
+    target.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError, match="record no provenance"):
+        claims.gather()
+    assert not claims.ledger_path().exists()  # nothing was written
+
+
+def test_check_fails_on_ledger_rows_without_provenance(tmp_path, monkeypatch):
+    _workbook(tmp_path, monkeypatch)
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu")
+    claims.gather()
+    assert claims.main(["--check"]) == 0
+    ledger = json.loads(claims.ledger_path().read_text())
+    ledger["provenance"] = {}
+    claims.ledger_path().write_text(json.dumps(ledger))
+    assert claims.main(["--check"]) == 1 and "record no provenance" in claims.provenance_problems()[0]
+
+
+def test_a_summary_rerun_after_the_parameters_changed_is_refused(tmp_path, monkeypatch):
+    from helpers import profiles
+
+    _workbook(tmp_path, monkeypatch)
+    cfg = profiles.get("cpu")
+    params = claims.parameters("05", cfg, {"steps": 4, "seed": 0})
+    params.computed("training")
+    params.computed("evaluation")
+    claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=params)  # all cells agree
+    changed = claims.parameters("05", cfg, {"steps": 8, "seed": 1})  # the parameters cell edited and rerun
+    changed.computed("evaluation")  # ... and the evaluation cell, but not the training cell
+    with pytest.raises(claims.StaleResultsError, match="results of training were computed under other parameters"):
+        claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=changed)
+    with pytest.raises(claims.StaleResultsError, match="not the ones the parameters cell now holds"):
+        claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=params)
+    changed.computed("training")
+    claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=changed)
