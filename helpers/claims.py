@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 from . import store
 
-VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive")  # a finding's; a definition check holds or fails
 PAPERS = {
     "000": "MAGNET",
     "001": "Lecture",
@@ -51,11 +51,30 @@ _TABLE_MARKER = re.compile(r"<!-- table:(?P<key>[^:\s]+):begin[^>]*-->")
 _TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
+FINDING, DEFINITION, MEASUREMENT = "finding", "definition check", "measurement"
+KINDS = (FINDING, DEFINITION, MEASUREMENT)
+DEFINITION_VERDICTS = ("holds", "fails")
+
+
 @dataclass(frozen=True)
 class Claim:
     """One row of the ledger. ``low``/``high`` bound our value's (or the effect's) 95% interval; ``method`` says
-    how it was obtained ("bootstrap over 32 prompts", "t over 3 seeds", or ``"exact"`` for a deterministic
-    identity such as a mask drawn from its definition, whose interval is the value itself)."""
+    how it was obtained ("bootstrap over 32 prompts", "seeds x examples", or ``"exact"`` for a deterministic
+    identity such as a mask drawn from its definition, whose interval is the value itself).
+
+    The verdict is never typed: :func:`verdict_of` computes it from the row, by one rule per kind.
+
+    - ``kind="finding"``: a paper's claim. ``direction=+1`` (or -1) says the paper's effect lies above (below)
+      ``threshold``; ``margin`` turns the row into a "matches" claim (the effect lies within ``threshold ± margin``),
+      with ``margin_source`` saying whose margin it is ("paper: ..." or "ours: ..."). A row that rests on training
+      (``trained=True``) may be *not reproduced* only when ``plateau`` (the slope of its held-out curve over the last
+      quarter of training: ``(slope, low, high, steps)``) shows it has stopped moving.
+    - ``kind="definition check"``: the code does what a definition says (exact); ``holds`` gives *holds*/*fails*.
+      Counted apart from the papers' findings.
+    - ``kind="measurement"``: a number the paper does not compare (``direction=0``): always *inconclusive*.
+
+    A ``verdict`` passed in must equal the computed one (so a row read back from a ledger is re-checked).
+    """
 
     notebook: str
     paper: str
@@ -67,10 +86,20 @@ class Claim:
     high: float | None
     method: str
     n: int | None
-    verdict: str
+    verdict: str = ""
     check: str = ""
     figure: str = ""
     quantity: str = ""
+    kind: str = FINDING
+    direction: int = 1
+    threshold: float = 0.0
+    margin: float | None = None
+    margin_source: str = ""
+    holds: bool | None = None
+    trained: bool = False
+    plateau: tuple | None = None
+    n_seeds: int | None = None
+    seed_values: tuple = ()
 
     def __post_init__(self):
         _check_notebook(self.notebook)
@@ -81,11 +110,8 @@ class Claim:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{name}={value!r} must be a non-empty string")
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict={self.verdict!r} must be one of {VERDICTS}")
-        if self.verdict == "not reproduced" and not self.check.strip():
-            raise ValueError("verdict='not reproduced' needs check= naming the experiment that ruled out a bug in our "
-                             "mechanism; without one the verdict is 'inconclusive'")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r} must be one of {KINDS}")
         if self.method == EXACT:
             if (self.low is None) != (self.high is None):
                 raise ValueError(f"low={self.low!r}, high={self.high!r}: give both or neither")
@@ -98,12 +124,101 @@ class Claim:
                 raise ValueError(f"low={self.low!r} > high={self.high!r}")
             if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
                 raise ValueError(f"n={self.n!r} must be a whole number >= 1 (examples or seeds behind the interval)")
+        self._check_rule()
+        if self.plateau is not None:
+            object.__setattr__(self, "plateau", tuple(self.plateau))
+        object.__setattr__(self, "seed_values", tuple(float(value) for value in self.seed_values))
+        if self.seed_values and self.n_seeds != len(self.seed_values):
+            raise ValueError(f"n_seeds={self.n_seeds!r} but {len(self.seed_values)} seed_values were given")
+        computed = verdict_of(self)
+        if self.verdict and self.verdict != computed:
+            raise ValueError(f"verdict={self.verdict!r} does not follow from the row: its interval "
+                             f"[{self.low}, {self.high}] under the {self.kind} rule gives {computed!r}")
+        object.__setattr__(self, "verdict", computed)
+
+    def _check_rule(self) -> None:
+        if self.kind == DEFINITION:
+            if self.method != EXACT or not isinstance(self.holds, bool):
+                raise ValueError("a definition check is exact (method='exact') and says whether it holds (holds=True "
+                                 f"or False); got method={self.method!r}, holds={self.holds!r}")
+            return
+        if self.holds is not None:
+            raise ValueError(f"holds={self.holds!r} is for definition checks; kind={self.kind!r} rows get their "
+                             "verdict from the interval")
+        if self.method == EXACT:
+            raise ValueError(f"kind={self.kind!r} needs an interval; an exact identity is a definition check")
+        if self.kind == MEASUREMENT and self.direction != 0:
+            raise ValueError("a measurement has no paper direction: direction=0")
+        if self.kind == FINDING and self.direction not in (1, -1) and self.margin is None:
+            raise ValueError(f"direction={self.direction!r}: a finding's paper direction is +1 (above threshold) or -1 "
+                             "(below), or give margin= for a 'matches' claim")
+        if self.margin is not None:
+            if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not self.margin > 0:
+                raise ValueError(f"margin={self.margin!r} must be a positive number")
+            if not self.margin_source.startswith(("paper:", "ours:")):
+                raise ValueError(f"margin_source={self.margin_source!r} must say whose margin it is: 'paper: <where>' "
+                                 "or 'ours: <why>'")
+        if self.plateau is not None and len(tuple(self.plateau)) != 4:
+            raise ValueError(f"plateau={self.plateau!r} must be (slope, low, high, steps)")
+
+    @property
+    def still_improving(self) -> bool:
+        """Whether a trained row's held-out curve was still moving at the end (no plateau measured counts as yes)."""
+        if not self.trained:
+            return False
+        return self.plateau is None or not (self.plateau[1] <= 0 <= self.plateau[2])
+
+    @property
+    def verdict_text(self) -> str:
+        text = f"**{self.verdict}**"
+        if self.verdict == "not reproduced":
+            text += f"; check: {self.check}"
+        elif self.kind == FINDING and self.trained and self.still_improving and _beyond_paper_side(self):
+            steps = f" at {self.plateau[3]} steps (slope {_number(self.plateau[0])} [{_number(self.plateau[1])}, " \
+                    f"{_number(self.plateau[2])}])" if self.plateau else ""
+            text += f": still improving{steps}"
+        return text
 
     @property
     def interval_text(self) -> str:
         if self.method == EXACT:
             return "exact (deterministic)"
-        return f"[{_number(self.low)}, {_number(self.high)}] ({self.method}, n = {self.n})"
+        seeds = f", {self.n_seeds} seeds" if self.n_seeds else ""
+        return f"[{_number(self.low)}, {_number(self.high)}] ({self.method}, n = {self.n}{seeds})"
+
+
+def _beyond_paper_side(row: Claim) -> bool:
+    """Whether the interval lies wholly on the side that contradicts the paper."""
+    lo, hi = row.low - row.threshold, row.high - row.threshold
+    if row.margin is not None:
+        return hi <= -row.margin or lo >= row.margin
+    lo, hi = (lo, hi) if row.direction == 1 else (-hi, -lo)
+    return hi < 0
+
+
+def verdict_of(row: Claim) -> str:
+    """The one verdict rule.
+
+    - definition check: *holds* or *fails*; measurement: *inconclusive*;
+    - finding: *reproduced* when the interval lies wholly on the paper's side of ``threshold`` (or, for a "matches"
+      claim, wholly within ``threshold ± margin``); *not reproduced* when it lies wholly on the other side **and**
+      ``check`` names the experiment that ruled out our own bug **and** (for a trained row) training had stopped
+      improving; otherwise *inconclusive*. The paper's value lying inside our interval is never a reproduction.
+    """
+    if row.kind == DEFINITION:
+        return "holds" if row.holds else "fails"
+    if row.kind == MEASUREMENT:
+        return "inconclusive"
+    lo, hi = row.low - row.threshold, row.high - row.threshold
+    if row.margin is not None:
+        agrees = -row.margin < lo and hi < row.margin
+    else:
+        agrees = (lo > 0) if row.direction == 1 else (hi < 0)
+    if agrees:
+        return "reproduced"
+    if _beyond_paper_side(row) and row.check.strip() and not row.still_improving:
+        return "not reproduced"
+    return "inconclusive"
 
 
 _FIGURE = re.compile(r"(?:figures/)?(?P<stem>\d\d_[A-Za-z0-9_]+?)(?:\.png)?")
@@ -510,7 +625,22 @@ def finish_interrupted_gather(readme: Path | None = None) -> None:
 
 
 def counts(rows: Sequence[Claim]) -> dict[str, int]:
-    return {verdict: sum(row.verdict == verdict for row in rows) for verdict in VERDICTS}
+    """How many findings got each verdict (definition checks and measurements are counted by :func:`tally`)."""
+    findings = [row for row in rows if row.kind == FINDING]
+    return {verdict: sum(row.verdict == verdict for row in findings) for verdict in VERDICTS}
+
+
+def tally(rows: Sequence[Claim]) -> str:
+    """The ledger's headline: the papers' findings by verdict, then the definition checks and the measurements."""
+    found = counts(rows)
+    findings = sum(found.values())
+    definitions = [row for row in rows if row.kind == DEFINITION]
+    measurements = sum(row.kind == MEASUREMENT for row in rows)
+    held = sum(row.verdict == "holds" for row in definitions)
+    return (f"{findings} findings of the papers: **{found['reproduced']} reproduced, {found['not reproduced']} not "
+            f"reproduced, {found['inconclusive']} inconclusive**; {len(definitions)} definition checks (the code does "
+            f"what a definition says; exact on every machine): {held} hold, {len(definitions) - held} fail; "
+            f"{measurements} measurements the papers do not compare")
 
 
 def _markdown_row(cells: Sequence[str]) -> str:
@@ -518,20 +648,17 @@ def _markdown_row(cells: Sequence[str]) -> str:
 
 
 def render_markdown(rows: Sequence[Claim]) -> str:
-    """The README's table: a count of verdicts, then one line per claim."""
-    tally = counts(rows)
+    """The README's table: the headline (:func:`tally`), then one line per claim."""
     notebooks = sorted({row.notebook for row in rows})
-    lines = [f"{len(rows)} claims from notebooks {', '.join(notebooks) or '(none yet)'} at the {LEDGER_PROFILE} scale: "
-             f"**{tally['reproduced']} reproduced, {tally['not reproduced']} not reproduced, "
-             f"{tally['inconclusive']} inconclusive**. Generated from `{ledger_path().relative_to(ledger_path().parents[1])}`.",
+    lines = [f"{len(rows)} rows from notebooks {', '.join(notebooks) or '(none yet)'} at the {LEDGER_PROFILE} scale: "
+             f"{tally(rows)}. Generated from `{ledger_path().relative_to(ledger_path().parents[1])}`.",
              "",
-             "| paper figure / table | claim | notebook | file | paper's value | ours (cpu profile) | 95% interval | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| paper figure / table | claim | notebook | file | paper's value | ours (cpu profile) | 95% interval | kind | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
-        verdict = f"**{row.verdict}**" + (f"; check: {row.check}" if row.check else "")
         figure = f"`{row.figure}`" if row.figure else "—"
         cells = [f"{PAPERS[row.paper]} {row.where}", row.claim, row.notebook, figure, row.paper_value, row.ours,
-                 row.interval_text, verdict]
+                 row.interval_text, row.kind, row.verdict_text]
         lines.append(_markdown_row(cells))
     return "\n".join(lines)
 
@@ -624,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.gather:
         rows = gather()
-        print(f"{ledger_path()}: {len(rows)} claims; {counts(rows)}; {tables_path()}: "
+        print(f"{ledger_path()}: {len(rows)} rows; {tally(rows)}; {tables_path()}: "
               f"{', '.join(entry.key for entry in read_tables()) or 'no result tables'}")
         return 0
     current = readme_is_current()

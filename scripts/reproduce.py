@@ -63,7 +63,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     if profile.name == claims.LEDGER_PROFILE and finished:
         rows = claims.gather(notebooks=finished)
         print(f"claims ledger {claims.ledger_path()}: notebooks {', '.join(finished)} gathered; {len(rows)} claims, "
-              f"{claims.counts(rows)}; README blocks regenerated")
+              f"{claims.tally(rows)}; README blocks regenerated")
     if failed:
         print(f"\n{len(failed)} notebook(s) failed, their claims NOT gathered (the ledger keeps their earlier rows): "
               + "; ".join(f"{name}: {error}" for name, error in failed.items())

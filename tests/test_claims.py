@@ -8,36 +8,102 @@ import pytest
 from helpers import claims, metrics
 
 ROW = dict(notebook="05", paper="002", where="Table 6", claim="LTD cuts repetition", paper_value="17.80 -> 0.73",
-           ours="40.6 -> 12.5", low=-40.0, high=-10.0, method="bootstrap over 32 prompts", n=32,
-           verdict="reproduced")
+           ours="40.6 -> 12.5", low=-40.0, high=-10.0, method="bootstrap over 32 prompts", n=32, direction=-1)
+DEFINITION = dict(ROW, low=None, high=None, method=claims.EXACT, n=None, kind=claims.DEFINITION, holds=True,
+                  direction=1)
 
 
-def test_claim_refuses_not_reproduced_without_a_check():
-    with pytest.raises(ValueError, match="check="):
-        claims.Claim(**{**ROW, "verdict": "not reproduced"})
-    assert claims.Claim(**{**ROW, "verdict": "not reproduced", "check": "reference rule on the same inputs"}).check
+def _verdict(**change) -> str:
+    return claims.Claim(**{**ROW, **change}).verdict
+
+
+def test_the_verdict_is_computed_from_the_interval_and_the_papers_direction():
+    assert _verdict() == "reproduced"  # wholly below 0, the paper's side
+    assert _verdict(low=-5.0, high=3.0) == "inconclusive"  # straddles
+    assert _verdict(low=2.0, high=5.0) == "inconclusive"  # the other side, and no check names a bug ruled out
+    assert _verdict(low=2.0, high=5.0, check="the public code's rule on the same inputs") == "not reproduced"
+    assert _verdict(direction=1, low=0.1, high=0.5) == "reproduced"
+    assert _verdict(direction=1, low=0.0, high=0.3) == "inconclusive"  # touching 0 is not "above"
+    assert _verdict(direction=-1, low=0.9, high=1.05, threshold=1.1) == "reproduced"  # "at most 1.1x"
+
+
+def test_a_typed_verdict_must_follow_from_the_interval():
+    assert claims.Claim(**{**ROW, "verdict": "reproduced"}).verdict == "reproduced"  # a ledger row read back
+    with pytest.raises(ValueError, match="does not follow from the row.*gives 'reproduced'"):
+        claims.Claim(**{**ROW, "verdict": "inconclusive"})
+    with pytest.raises(ValueError, match="does not follow"):
+        claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "verdict": "not reproduced"})  # no check
+
+
+def test_the_papers_value_inside_our_interval_is_not_a_reproduction():
+    # a paper value of 96.59 inside [96.15, 97.19] says nothing without a direction or a stated margin
+    row = dict(low=96.15, high=97.19, direction=1, threshold=96.59)
+    assert _verdict(**row) == "inconclusive"
+    with pytest.raises(ValueError, match="margin_source"):
+        claims.Claim(**{**ROW, **row, "margin": 1.0})
+    assert _verdict(**row, margin=1.0, margin_source="ours: one point of token accuracy") == "reproduced"
+    assert _verdict(**row, margin=0.2, margin_source="ours: tighter") == "inconclusive"
+
+
+def test_a_matches_claim_is_not_reproduced_only_outside_its_margin():
+    matches = dict(margin=2.0, margin_source="paper: §3.5 'comparable'", check="exit layers counted as the paper")
+    assert _verdict(**matches, low=-1.0, high=1.5) == "reproduced"
+    assert _verdict(**matches, low=-3.0, high=1.0) == "inconclusive"
+    assert _verdict(**matches, low=-9.0, high=-2.5) == "not reproduced"
+
+
+def test_a_trained_row_is_not_reproduced_only_once_training_stopped_improving():
+    against = dict(low=2.0, high=5.0, check="the probe moves with training", trained=True)
+    assert _verdict(**against) == "inconclusive"  # no plateau measured
+    rising = claims.Claim(**{**ROW, **against, "plateau": (0.8, 0.3, 1.3, 100)})
+    assert rising.verdict == "inconclusive" and "still improving at 100 steps" in rising.verdict_text
+    assert _verdict(**against, plateau=(0.1, -0.2, 0.4, 100)) == "not reproduced"
+
+
+def test_definition_checks_hold_or_fail_and_measurements_stay_inconclusive():
+    assert claims.Claim(**DEFINITION).verdict == "holds"
+    assert claims.Claim(**{**DEFINITION, "holds": False}).verdict == "fails"
+    with pytest.raises(ValueError, match="definition check is exact"):
+        claims.Claim(**{**DEFINITION, "holds": None})
+    with pytest.raises(ValueError, match="an exact identity is a definition check"):
+        claims.Claim(**{**DEFINITION, "kind": claims.FINDING, "holds": None})
+    assert _verdict(kind=claims.MEASUREMENT, direction=0, low=-22.0, high=-20.0) == "inconclusive"
+    with pytest.raises(ValueError, match="direction=0"):
+        claims.Claim(**{**ROW, "kind": claims.MEASUREMENT})
+
+
+def test_seed_values_agree_with_n_seeds():
+    row = claims.Claim(**{**ROW, "n_seeds": 3, "seed_values": (-20, -25.5, -18)})
+    assert row.seed_values == (-20.0, -25.5, -18.0) and "3 seeds" in row.interval_text
+    with pytest.raises(ValueError, match="n_seeds"):
+        claims.Claim(**{**ROW, "n_seeds": 2, "seed_values": (1, 2, 3)})
 
 
 @pytest.mark.parametrize("change, argument", [({"notebook": "5"}, "notebook"), ({"paper": "009"}, "paper"),
-                                              ({"verdict": "maybe"}, "verdict"), ({"low": float("nan")}, "low"),
+                                              ({"kind": "maybe"}, "kind"), ({"low": float("nan")}, "low"),
                                               ({"low": 1.0, "high": 0.0}, "low"), ({"n": 0}, "n"), ({"n": None}, "n"),
-                                              ({"claim": " "}, "claim")])
+                                              ({"claim": " "}, "claim"), ({"direction": 2}, "direction"),
+                                              ({"margin": -1.0}, "margin")])
 def test_claim_names_the_bad_argument(change, argument):
     with pytest.raises(ValueError, match=argument):
         claims.Claim(**{**ROW, **change})
 
 
 def test_exact_claims_need_no_n():
-    row = claims.Claim(**{**ROW, "low": None, "high": None, "method": claims.EXACT, "n": None})
-    assert row.interval_text == "exact (deterministic)"
+    assert claims.Claim(**DEFINITION).interval_text == "exact (deterministic)"
 
 
-@pytest.mark.parametrize("low, high, sign, check, expected", [
-    (0.1, 0.5, 1, "", "reproduced"), (-0.5, -0.1, -1, "", "reproduced"), (-0.1, 0.2, 1, "", "inconclusive"),
-    (-0.5, -0.1, 1, "", "inconclusive"), (-0.5, -0.1, 1, "reference code agrees", "not reproduced"),
-    (0.0, 0.3, 1, "", "inconclusive")])
-def test_verdict_follows_the_interval(low, high, sign, check, expected):
-    assert claims.verdict_for_difference(low, high, paper_sign=sign, check=check) == expected
+def test_no_call_site_types_a_verdict():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"""verdict\s*=\s*(f?["'](reproduced|not reproduced|inconclusive|holds|fails)|verdict_for)""")
+    sources = [path for folder in ("helpers", "notebooks", "scripts") for path in (root / folder).rglob("*")
+               if path.suffix in {".py", ".ipynb"} and path.name != "claims.py"]
+    typed = [f"{path.relative_to(root)}:{number}" for path in sources
+             for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not typed, f"verdicts are computed by helpers.claims.verdict_of, never typed: {typed}"
 
 
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
@@ -63,7 +129,7 @@ def _workbook(tmp_path, monkeypatch, readme_tail=""):
 
 def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
     _workbook(tmp_path, monkeypatch)
-    rows = [claims.Claim(**ROW), claims.Claim(**{**ROW, "where": "Fig. 5", "verdict": "inconclusive", "high": 5.0})]
+    rows = [claims.Claim(**ROW), claims.Claim(**{**ROW, "where": "Fig. 5", "high": 5.0})]
     path = claims.record(rows, notebook="05", profile="cpu")
     assert path == tmp_path / "runs" / "claims" / "cpu" / "05.json"
     with pytest.raises(ValueError, match="notebook='04'"):
@@ -71,7 +137,7 @@ def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
     gathered = claims.gather()
     assert gathered == rows
     readme = (tmp_path / "README.md").read_text()
-    assert "1 reproduced, 0 not reproduced, 1 inconclusive" in readme and "old" not in readme and readme.endswith("after\n")
+    assert "1 reproduced, 0 not reproduced, 1 inconclusive" in readme and "\nold\n" not in readme and readme.endswith("after\n")
     assert claims.readme_is_current(tmp_path / "README.md")
     (tmp_path / "README.md").write_text(readme.replace("40.6", "41.6"))
     assert not claims.readme_is_current(tmp_path / "README.md")
