@@ -465,28 +465,32 @@ def lora_settings(profile) -> LoraSettings:
     return LoraSettings(r=profile.lora_r, alpha=profile.lora_alpha)
 
 
-def masked_lm_run_key(profile, objective: str, mask_token: str, config: TrainConfig, lora: LoraSettings,
-                      *, recipe: MaskedLMRecipe | None = None, eval_batches: int | None = None) -> dict:
-    """Everything that changes a notebook-02 masked-LM run: its run folder and its adapter are keyed by this."""
+def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", config: TrainConfig | None = None,
+                      lora: LoraSettings | None = None, *, recipe: MaskedLMRecipe | None = None,
+                      fallback: bool = False) -> dict:
+    """Everything that changes a masked-LM run of MAGNET App. E: its run folder and its adapter are keyed by this.
+
+    The one place the key is built: notebook 02's MNTP and MTP runs (``helpers.papers.mntp.experiment``), the
+    adapter :func:`mntp_adapter` looks up, and :func:`load_or_train_mntp`'s fallback. ``config`` and ``lora``
+    default to :func:`mlm_train_config` (of ``recipe``, the profile's own by default) and :func:`lora_settings`;
+    ``fallback``: the short run's config and its single held-out batch.
+    """
     from . import objectives as O
 
     recipe = recipe or masked_lm_recipe(profile)
+    config = config or mlm_train_config(profile, recipe, fallback=fallback)
     return store.canonical_settings({
         "version": MASKED_LM_VERSION, "objective": objective, "mask_token": mask_token, "model": profile.model_name,
         "dtype": profile.dtype, "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
         "seq_len": recipe.seq_len, "train_blocks": recipe.train_blocks,
-        "eval_batches": recipe.eval_batches if eval_batches is None else eval_batches,
-        "config": config, "lora": lora, "masking": O.MaskingConfig()})
+        "eval_batches": 1 if fallback else recipe.eval_batches,
+        "config": config, "lora": lora or lora_settings(profile), "masking": O.MaskingConfig()})
 
 
 def mntp_adapter(profile) -> tuple[Path, dict] | None:
     """Notebook 02's MNTP adapter for ``profile`` (default mask token "underscore"), else the short fallback one;
     ``(path, settings)`` of the first that exists, or None."""
-    lora = lora_settings(profile)
-    candidates = [masked_lm_run_key(profile, "mntp", "underscore", mlm_train_config(profile), lora),
-                  masked_lm_run_key(profile, "mntp", "underscore", mlm_train_config(profile, fallback=True), lora,
-                                    eval_batches=1)]
-    for settings in candidates:
+    for settings in (masked_lm_run_key(profile, "mntp"), masked_lm_run_key(profile, "mntp", fallback=True)):
         path = adapter_path("mntp", profile.model_name, settings)
         if adapter_exists(path):
             return path, settings
@@ -537,46 +541,6 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
     return peft_model, records
 
 
-def run_summary(runs: dict[str, list[dict]], window: int = 5):
-    """One row per run: training loss at the start and end (mean of ``window`` steps) and eval accuracy at step 0, best and end."""
-    import pandas as pd
-
-    rows = {}
-    for label, records in runs.items():
-        losses = [r["loss"] for r in records if "loss" in r]
-        evals = [(r["step"], r["eval_accuracy"]) for r in records if "eval_accuracy" in r]
-        if not losses or not evals:
-            raise ValueError(f"runs[{label!r}] has no training or evaluation records")
-        best_step, best = max(evals, key=lambda item: item[1])
-        rows[label] = {"loss, first steps": float(np.mean(losses[:window])), "loss, last steps": float(np.mean(losses[-window:])),
-                       "eval acc, step 0": evals[0][1], "eval acc, best": best, "best at step": best_step,
-                       "eval acc, final": evals[-1][1], "steps": evals[-1][0]}
-    return pd.DataFrame(rows).T
-
-
-def describe_mntp_vs_mtp(summary) -> str:
-    """The App. E comparison in words, computed from :func:`run_summary`'s table."""
-    lines = []
-    for label in summary.index:
-        row = summary.loc[label]
-        trend = "rose" if row["eval acc, final"] > row["eval acc, step 0"] else "fell"
-        lines.append(f"{label}: training loss {row['loss, first steps']:.2f} -> {row['loss, last steps']:.2f}; held-out accuracy "
-                     f"{trend} from {row['eval acc, step 0']:.3f} to {row['eval acc, final']:.3f} "
-                     f"(best {row['eval acc, best']:.3f} at step {int(row['best at step'])}).")
-    if {"MNTP", "MTP"} <= set(summary.index):
-        mntp, mtp = summary.loc["MNTP"], summary.loc["MTP"]
-        mtp_loss_fell = mtp["loss, last steps"] < mtp["loss, first steps"]
-        mtp_acc_fell = mtp["eval acc, final"] < mtp["eval acc, best"]
-        mntp_acc_rose = mntp["eval acc, final"] > mntp["eval acc, step 0"]
-        matches = mtp_loss_fell and mtp_acc_fell and mntp_acc_rose
-        lines.append(f"Paper (App. E): MTP loss converges while its eval accuracy deteriorates; MNTP accuracy rises. "
-                     f"Ours: MTP loss fell: {mtp_loss_fell}; MTP accuracy ended below its best: {mtp_acc_fell}; "
-                     f"MNTP accuracy rose: {mntp_acc_rose}; MNTP ends {'above' if mntp['eval acc, final'] > mtp['eval acc, final'] else 'below'} "
-                     f"MTP ({mntp['eval acc, final']:.3f} vs {mtp['eval acc, final']:.3f}). "
-                     f"{'The finding is reproduced.' if matches else 'The finding is not fully reproduced at this scale.'}")
-    return "\n".join(lines)
-
-
 def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = True):
     """The offline masked LM: the profile's decoder with notebook 02's MNTP adapter, bidirectional.
 
@@ -598,7 +562,7 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
     if found is None:
         lora = lora_settings(profile)
         config = mlm_train_config(profile, fallback=True)
-        settings = masked_lm_run_key(profile, "mntp", "underscore", config, lora, eval_batches=1)
+        settings = masked_lm_run_key(profile, "mntp", config=config, lora=lora, fallback=True)
         path = adapter_path("mntp", profile.model_name, settings)
         print(f"no MNTP adapter from notebook 02; training a short one into {path} (run notebook 02 for the full run)")
         mask_id = O.resolve_mask_token(tokenizer, "underscore")

@@ -17,6 +17,7 @@ import torch  # noqa: E402
 
 from helpers import masks as M  # noqa: E402
 from helpers import metrics, models, mtc, objectives, plots, training  # noqa: E402
+from helpers.papers.mntp import figures as mntp_figures  # noqa: E402
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 UNUSED = object()  # stands in for a model or data argument the controls never touch
@@ -43,7 +44,7 @@ def notebook_widgets():
         "01 dswa": (partial(plots.dswa_view, num_layers=30, fixed_window=64, alpha_min=0.125, alpha_max=0.75),
                     dict(window=(1, 16), alpha_min=(0.0, 1.0, 0.025), alpha_max=(0.0, 1.0, 0.05))),
         "01 attention": (partial(plots.attention_view, maps, tokens, named_masks=named), dict(layer=(0, 1), head=(0, 1))),
-        "02 masking": (partial(plots.masking_view, UNUSED, "text", mask_token="underscore"),
+        "02 masking": (partial(mntp_figures.masking_view, UNUSED, "text", mask_token="underscore"),
                        dict(ratio=(0.05, 0.95, 0.05), mask_token=list(objectives.MASK_TOKEN_CHOICES),
                             objective=list(objectives.OBJECTIVES), seed=(0, 20))),
         "03 infill": (partial(plots.infill_view, UNUSED, UNUSED),
@@ -76,7 +77,7 @@ def test_a_control_whose_default_lies_outside_its_range_is_refused():
     with pytest.raises(ValueError, match="alpha_min.*outside the range"):
         plots.view_controls(plots.dswa_view, alpha_min=(0.2, 1.0, 0.05))
     with pytest.raises(ValueError, match="mask_token.*not one of the options"):
-        plots.view_controls(partial(plots.masking_view, UNUSED, "x"), mask_token=["eos"])
+        plots.view_controls(partial(mntp_figures.masking_view, UNUSED, "x"), mask_token=["eos"])
     with pytest.raises(ValueError, match="no default"):
         plots.view_controls(partial(plots.infill_view, UNUSED, UNUSED), passage=str)
     with pytest.raises(ValueError, match="span_start: the widget opens at 9"):

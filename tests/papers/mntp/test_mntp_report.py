@@ -1,0 +1,52 @@
+"""Notebook 02's report: the loss slope and its interval, the claims paired by held-out block, the run summary and
+the App. E sentence computed from it."""
+import numpy as np
+import pytest
+
+from helpers.papers.mntp import report
+
+
+def test_loss_slope_sees_a_falling_loss():
+    falling = [{"step": s, "loss": 5 - 0.01 * s + 0.001 * (-1) ** s} for s in range(1, 101)]
+    slope, low, high = report.loss_slope(falling, last=50)
+    assert slope == pytest.approx(-1.0, abs=0.01) and high < 0
+    flat = [{"step": s, "loss": 2 + 0.1 * (-1) ** s} for s in range(1, 101)]
+    _, low, high = report.loss_slope(flat, last=50)
+    assert low < 0 < high
+
+
+def test_claims_are_paired_by_block_and_refuse_different_selections():
+    counts = np.array([4.0, 3.0, 5.0, 2.0, 4.0, 3.0])  # six held-out blocks, the same tokens for both objectives
+    hits = {"MNTP": (np.array([2.0, 1.0, 3.0, 1.0, 2.0, 2.0]), counts),
+            "MTP": (np.array([1.0, 1.0, 2.0, 0.0, 1.0, 1.0]), counts)}
+    runs = {name: [{"step": s, "loss": 3 - 0.01 * s} for s in range(1, 21)] for name in ("MNTP", "MTP")}
+    rows = report.claims(runs, hits)
+    assert [r.verdict for r in rows][1] == "inconclusive" and rows[0].n == 6
+    assert rows[0].ours == f"{100 * (11 - 6) / 21:+.1f}" and rows[0].low <= 100 * 5 / 21 <= rows[0].high
+    assert rows[1].n == 10 and float(rows[1].ours) == pytest.approx(-1.0) and rows[1].high < 0  # still falling
+    assert "still falling" in rows[1].claim
+    with pytest.raises(ValueError, match="different selections"):
+        report.claims(runs, {"MNTP": hits["MNTP"], "MTP": (hits["MTP"][0][:5], hits["MTP"][1][:5])})
+
+
+def _records(losses, accuracies, every):
+    records = [{"step": 0, "eval_accuracy": accuracies[0]}]
+    for step, loss in enumerate(losses, start=1):
+        records.append({"step": step, "loss": loss})
+        if step % every == 0:
+            records.append({"step": step, "eval_accuracy": accuracies[step // every]})
+    return records
+
+
+def test_the_summary_and_sentence_follow_the_records():
+    runs = {"MNTP": _records([4.0, 3.0, 2.0, 1.0], [0.1, 0.2, 0.3], every=2),
+            "MTP": _records([5.0, 4.0, 3.0, 2.0], [0.05, 0.25, 0.15], every=2)}
+    summary = report.run_summary(runs, window=2)
+    assert summary.loc["MNTP", "loss, first steps"] == 3.5 and summary.loc["MNTP", "loss, last steps"] == 1.5
+    assert summary.loc["MTP", "eval acc, best"] == 0.25 and summary.loc["MTP", "best at step"] == 2
+    assert summary.loc["MTP", "eval acc, final"] == 0.15 and summary.loc["MTP", "steps"] == 4
+    text = report.describe_mntp_vs_mtp(summary)
+    assert "MTP loss fell: True; MTP accuracy ended below its best: True; MNTP accuracy rose: True" in text
+    assert "MNTP ends above MTP (0.300 vs 0.150)" in text and text.endswith("The finding is reproduced.")
+    with pytest.raises(ValueError, match="runs\\['MTP'\\] has no training or evaluation records"):
+        report.run_summary({"MTP": [{"step": 1, "loss": 1.0}]})
