@@ -20,10 +20,10 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from helpers import magnet as G
 from helpers import objectives as O
 from helpers import training as T
 from helpers.device import get_device
+from helpers.papers.magnet import mechanism as G
 
 ONE_B = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
              num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
@@ -58,7 +58,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**shape, attn_implementation="sdpa")).to(device=device, dtype=dtype)
     model = T.add_lora(model)
-    G._add_head(model, shape["hidden_size"], 0)
+    G.add_projection_head(model, shape["hidden_size"], 0)
     model.sscl_head.to(dtype)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     generator = torch.Generator().manual_seed(0)

@@ -10,8 +10,8 @@ Meta tensors hold no values, so a helper that ends by copying its result to the 
 test asserts it gets exactly that far, i.e. that no device mix came before and the result is being
 handed to the CPU. Not covered, because transformers or the helper reads tensor values in Python, which
 meta tensors do not have: helpers that call the model with its own 2D mask (``measure_block_shares``,
-``magnet.generate``, ``decoding.autoregressive_generate``; covered: ``block_mass_shares``, where the bug
-was), helpers that pass an already-moved padding mask (``mask_predict``, ``magnet.word_features``), and
+``experiment_table5.generate``, ``decoding.autoregressive_generate``; covered: ``block_mass_shares``, where the bug
+was), helpers that pass an already-moved padding mask (``mask_predict``, ``experiment_table1.word_features``), and
 loops that read losses (``evaluate_masked_lm``, ``training.train``).
 """
 
@@ -20,11 +20,12 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from helpers import attention as A
-from helpers import decoding, magnet, models
+from helpers import decoding, models
 from helpers import masks as M
 from helpers import objectives as O
 from helpers import repetition as R
 from helpers.device import model_device
+from helpers.papers.magnet import mechanism as magnet
 
 VOCAB, LAYERS, PAD = 128, 6, 0
 COPY_OUT = "Cannot copy out of meta tensor"

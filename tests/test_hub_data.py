@@ -12,9 +12,12 @@ import sys
 import datasets
 import pytest
 
-from helpers import data, decoding, magnet, models, profiles
+from helpers import data, decoding, models, profiles
 from helpers import masks as M
 from helpers import repetition as R
+from helpers.papers.magnet import experiment as magnet_experiment
+from helpers.papers.magnet import experiment_table1, experiment_table2, experiment_table5
+from helpers.papers.magnet.settings import SETTINGS as MAGNET_SETTINGS
 
 pytestmark = pytest.mark.embedded  # the SmolLM2 tokenizer (the gpu profile's SmolLM2-360M uses the same one)
 
@@ -98,8 +101,8 @@ def test_wikitext_feeds_notebook_02_blocks_and_notebook_03_and_05_text(hub, toke
     assert paragraphs[0].text.startswith("Senjō no Valkyria 3")
     blocks = data.token_blocks(tokenizer, (p.text for p in paragraphs), 16, max_blocks=4)
     assert blocks.shape == (4, 16)
-    assert magnet.word_prefixes(GPU.corpus, "test", count=2) == ["Senjō no Valkyria 3 is", "As with previous games ,"]
-    assert len(magnet.sscl_sentences(GPU.corpus, "train", min_words=10, limit=4)) >= 2
+    assert experiment_table5.word_prefixes(GPU.corpus, "test", count=2) == ["Senjō no Valkyria 3 is", "As with previous games ,"]
+    assert len(magnet_experiment.sscl_sentences(GPU.corpus, "train", min_words=10, limit=4)) >= 2
     prompts = decoding.story_prompts("corpus", GPU.corpus, "test", 2)
     assert prompts[0].prompt.startswith("Senjō no Valkyria 3 is a tactical")
     assert ("Salesforce/wikitext", "wikitext-103-raw-v1", "train", None) in hub
@@ -115,9 +118,9 @@ def test_conll2003_loads_from_the_parquet_conversion_with_its_tag_names(hub, tok
     small = dataclasses.replace(settings, train_sentences=3, validation_sentences=2, test_sentences=None)
     tagging = R.load_tagging_data(tokenizer, "ner", small, GPU.corpus)
     assert len(tagging.train) == 3 and len(tagging.test) == 3 and "B-PER" in tagging.labels
-    probe_settings = magnet.SETTINGS["gpu"]
-    train, test = magnet.probe_sentences(dataclasses.replace(probe_settings, probe_train_sentences=2, probe_test_sentences=1),
-                                         GPU.corpus)
+    probe_settings = MAGNET_SETTINGS["gpu"]
+    train, test = experiment_table1.probe_sentences(dataclasses.replace(probe_settings, probe_train_sentences=2,
+                                                                     probe_test_sentences=1), GPU.corpus)
     assert [s.words for s in train] == [tuple(CONLL[0][0]), tuple(CONLL[1][0])] and len(test) == 1
 
 
@@ -133,7 +136,7 @@ def test_without_conll2003_notebook_04_falls_back_to_silver_labels_with_a_warnin
 
 def test_stsb_and_writingprompts_have_the_columns_the_helpers_read(hub, tokenizer):
     model, _ = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32", seed=0)
-    score = magnet.sts_spearman(model, tokenizer, mask=M.bidirectional, pairs=4, batch_size=2)
+    score = experiment_table2.sts_spearman(model, tokenizer, mask=M.bidirectional, pairs=4, batch_size=2)
     assert -100.0 <= score <= 100.0 and ("sentence-transformers/stsb", None, "test", None) in hub
     prompts = decoding.story_prompts("writingprompts", GPU.corpus, "test", 2)
     assert prompts[0].prompt == "The moon is actually a giant egg , and it has just started to hatch ."

@@ -13,7 +13,7 @@ import re
 import pytest
 import torch
 
-from helpers import attention, checks, data, decoding, magnet, masks, metrics, models, mtc, objectives, profiles
+from helpers import attention, checks, data, decoding, masks, metrics, models, mtc, objectives, profiles
 from helpers import repetition, training
 
 INF, NAN = float("inf"), float("nan")
@@ -250,26 +250,6 @@ PROBES = [
         model(), tokenizer(), objective="mntp", train_blocks=ids(8, 4)[:0], eval_batches=[{}],
         config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "train_blocks", None),
     ("load_adapter empty folder", lambda: training.load_adapter(model(), "/nonexistent/adapter"), "path", None),
-    # magnet
-    ("check_spans float span", lambda: magnet.check_spans([(1.5, 3)], 10), "spans[0]", "1.5"),
-    ("check_spans bool span", lambda: magnet.check_spans([(False, True)], 10), "spans[0]", None),
-    ("check_spans past the end", lambda: magnet.check_spans([(1, 11)], 10), "spans[0]", None),
-    ("span_mask zero length", lambda: magnet.span_mask(0, []), "length", "0"),
-    ("sample_spans string max_spans", lambda: magnet.sample_spans(40, max_spans="2", min_len=2, max_len=4,
-                                                                   generator=generator()), "max_spans", "'2'"),
-    ("sample_spans inverted lengths", lambda: magnet.sample_spans(40, max_spans=2, min_len=5, max_len=4,
-                                                                   generator=generator()), "min_len", None),
-    ("info_nce temperature 0", lambda: magnet.info_nce(torch.randn(3, 4), torch.randn(3, 4), 0), "temperature", "0"),
-    ("info_nce temperature inf", lambda: magnet.info_nce(torch.randn(3, 4), torch.randn(3, 4), INF), "temperature",
-     "inf"),
-    ("info_nce temperature nan", lambda: magnet.info_nce(torch.randn(3, 4), torch.randn(3, 4), NAN), "temperature",
-     "nan"),
-    ("info_nce shapes", lambda: magnet.info_nce(torch.randn(3, 4), torch.randn(3, 5)), "positives", None),
-    ("augment delete_prob 1.5", lambda: magnet.augment("a b c", generator(), delete_prob=1.5), "delete_prob", "1.5"),
-    ("augment crop_min nan", lambda: magnet.augment("a b c", generator(), crop_min=NAN), "crop_min", "nan"),
-    ("Phase negative weight", lambda: magnet.Phase(10, -1.0, 0.0, 0.0), "mntp", "-1.0"),
-    ("phase_at past the end", lambda: magnet.phase_at([magnet.Phase(2, 1.0, 0.0, 0.0)], 2), "step", "2"),
-    ("pool_words empty span", lambda: magnet.pool_words(torch.randn(6, 4), [(3, 3)]), "spans[0]", None),
     # repetition
     ("repeat_ids negative r", lambda: repetition.repeat_ids(ids(4), -1), "r", "-1"),
     ("repeat_batch unknown policy", lambda: repetition.repeat_batch(ids(4), r=1, policy="tight"), "policy",

@@ -17,6 +17,7 @@ import torch  # noqa: E402
 
 from helpers import masks as M  # noqa: E402
 from helpers import metrics, models, mtc, objectives, plots, training  # noqa: E402
+from helpers.papers.magnet import figures as magnet_figures  # noqa: E402
 from helpers.papers.mntp import figures as mntp_figures  # noqa: E402
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
@@ -47,7 +48,7 @@ def notebook_widgets():
         "02 masking": (partial(mntp_figures.masking_view, UNUSED, "text", mask_token="underscore"),
                        dict(ratio=(0.05, 0.95, 0.05), mask_token=list(objectives.MASK_TOKEN_CHOICES),
                             objective=list(objectives.OBJECTIVES), seed=(0, 20))),
-        "03 infill": (partial(plots.infill_view, UNUSED, UNUSED),
+        "03 infill": (partial(magnet_figures.infill_view, UNUSED, UNUSED),
                       dict(passage=ipywidgets.Textarea(value="A passage.", continuous_update=False),
                            span_start=ipywidgets.IntSlider(value=5, min=0, max=60, continuous_update=False),
                            span_words=ipywidgets.IntSlider(value=6, min=1, max=30, continuous_update=False))),
@@ -79,7 +80,7 @@ def test_a_control_whose_default_lies_outside_its_range_is_refused():
     with pytest.raises(ValueError, match="mask_token.*not one of the options"):
         plots.view_controls(partial(mntp_figures.masking_view, UNUSED, "x"), mask_token=["eos"])
     with pytest.raises(ValueError, match="no default"):
-        plots.view_controls(partial(plots.infill_view, UNUSED, UNUSED), passage=str)
+        plots.view_controls(partial(magnet_figures.infill_view, UNUSED, UNUSED), passage=str)
     with pytest.raises(ValueError, match="span_start: the widget opens at 9"):
         plots.view_controls(plots.magnet_view, span_start=ipywidgets.IntSlider(value=9, max=12))
 

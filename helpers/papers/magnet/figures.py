@@ -1,4 +1,4 @@
-"""Notebook 03 figures: MAGNET's three views, training curves, Tables 4, 5, 1, 3, 6 and Fig. 6, the infilling widget.
+"""Notebook 03's figures: MAGNET's three views, training curves, Tables 4, 5, 1 and 6, Fig. 6, the infilling widget.
 
 Every function returns a figure; ``show`` saves and displays it. Bars put our value next to the
 paper's (hatched) wherever the paper reports one.
@@ -12,11 +12,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .. import masks as M
-from .core import draw_mask, token_labels
-
-__all__ = ["magnet_views_figure", "magnet_training_figure", "infilling_ppl_figure", "infill_view", "generation_repetition_figure",
-           "generation_repetition_curve_figure", "word_probe_figure", "objective_ablation_figure"]
+from ... import masks as M
+from ...plots.core import draw_mask, token_labels
+from .experiment_table1 import CHANCE_ROW, ENTITY_TASKS, PROBE_TASKS
+from .experiment_table4 import infill_passage
 
 _MODEL_COLORS = {"base": "#7f7f7f", "LLM2Vec-style [MNTP]": "#9ecae1", "LLM2Vec-style": "#3182bd",
                  "MAGNET": "#e6550d", "MAGNET (left only)": "#fdae6b", "MNTP + MSG": "#fd8d3c"}
@@ -31,7 +30,7 @@ def _color(name: str, index: int) -> str:
 def magnet_views_figure(tokenizer, views: dict) -> plt.Figure:
     """Fig. 4: x^m under the hybrid mask (corrupted context, green span rows), x and x^+ under the bidirectional mask.
 
-    ``views`` comes from :func:`helpers.magnet.three_views`.
+    ``views`` comes from :func:`helpers.papers.magnet.experiment.three_views`.
     """
     fig, axes = plt.subplots(1, 3, figsize=(18, 6.4), gridspec_kw={"width_ratios": [1.2, 1, 1]})
     masked = views["x^m"]
@@ -65,7 +64,7 @@ def magnet_views_figure(tokenizer, views: dict) -> plt.Figure:
 
 def magnet_training_figure(components: dict[str, list[dict]], boundaries: dict[str, Sequence[int]] | None = None,
                           smooth: int = 5) -> plt.Figure:
-    """Per-objective training losses against steps for each run (records from ``magnet.read_components``)."""
+    """Per-objective training losses against steps for each run (records from ``experiment.read_components``)."""
     objectives = ("mntp", "msg", "sscl")
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
     for run_index, (name, records) in enumerate(components.items()):
@@ -136,9 +135,7 @@ def infill_view(models_by_mode: dict, tokenizer, passage: str, span_start: int =
     ``models_by_mode`` maps a label to ``(model, mode)``; mode "causal" sees the left context only,
     "magnet" both sides through the hybrid mask. Each infill keeps the original span's token count.
     """
-    from .. import magnet
-
-    result = magnet.infill_passage(models_by_mode, tokenizer, passage, span_start, span_start + span_words)
+    result = infill_passage(models_by_mode, tokenizer, passage, span_start, span_start + span_words)
     fig, ax = plt.subplots(figsize=(11, 1.6 + 0.9 * (len(result["infills"]) + 1)))
     ax.axis("off")
     lines = [("passage", f"{result['left']} [ {result['original']} ] {result['right']}", "black")]
@@ -157,21 +154,21 @@ def infill_view(models_by_mode: dict, tokenizer, passage: str, span_start: int =
 
 # --- Table 5 and Fig. 6 ---
 
-def generation_repetition_figure(table, paper: dict) -> plt.Figure:
-    """Table 5: Rep-Sen and Rep-4 of greedy generations for each model, ours next to the paper's."""
+def degeneration_figure(table, paper: dict) -> plt.Figure:
+    """Table 5: Rep-Sen and Rep-4 (degeneration) of greedy generations for each model, ours next to the paper's."""
     sets = list(dict.fromkeys(c[0] for c in table.columns))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     for metric_index, (ax, metric) in enumerate(zip(axes, ("Rep-Sen", "Rep-4"))):
         series = {m: [table.loc[m, (s, metric)] for s in sets] for m in table.index}
         paper_series = {m: [paper.get(s, {}).get(m, (None, None))[metric_index] for s in sets] for m in table.index}
         _paired_bars(ax, sets, series, paper_series, metric, f"{metric} (lower = less repetition)", fmt="{:.3f}")
-    fig.suptitle("MAGNET Table 5: repetition in greedy generation; hatched = paper (Wikitext-103 5-word / ROC sentence prefixes)")
+    fig.suptitle("MAGNET Table 5: degeneration (Rep-n) in greedy generation; hatched = paper (Wikitext-103 5-word / ROC sentence prefixes)")
     fig.tight_layout()
     return fig
 
 
-def generation_repetition_curve_figure(curves: dict[str, Sequence[dict]], boundaries: dict[str, Sequence[int]] | None = None) -> plt.Figure:
-    """Fig. 6: Rep-Sen and Rep-4 against training iterations, one line per adaptation."""
+def degeneration_curve_figure(curves: dict[str, Sequence[dict]], boundaries: dict[str, Sequence[int]] | None = None) -> plt.Figure:
+    """Fig. 6: Rep-Sen and Rep-4 of greedy generations against training iterations, one line per adaptation."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for index, (name, records) in enumerate(curves.items()):
         points = sorted((r["step"], r["rep_sen"], r["rep_4"]) for r in records)
@@ -184,19 +181,17 @@ def generation_repetition_curve_figure(curves: dict[str, Sequence[dict]], bounda
     for ax, metric in zip(axes, ("Rep-Sen", "Rep-4")):
         ax.set(xlabel="training iterations", ylabel=metric, title=metric)
         ax.legend(fontsize=7)
-    fig.suptitle("MAGNET Fig. 6: repetition against training iterations (dotted: stage or λ-phase change)")
+    fig.suptitle("MAGNET Fig. 6: degeneration (Rep-n) against training iterations (dotted: stage or λ-phase change)")
     fig.tight_layout()
     return fig
 
 
-# --- Table 1, Tables 2-3, Table 6 ---
+# --- Table 1 and Table 6 ---
 
 def word_probe_figure(study, rows: Sequence[str], paper: dict | None = None, metric: str = "accuracy") -> plt.Figure:
     """Table 1: probe scores with their 95% intervals (bootstrap over test sentences), one panel per task; the
     majority tag (chance) as a dashed line; the paper's value (CoNLL-2003, LLaMA-2-7B) as a cross where ``paper``
-    maps a row to its (Chunking, NER, POS) triple. ``study`` is a ``magnet.ProbeStudy``."""
-    from ..magnet import ENTITY_TASKS, PROBE_TASKS
-
+    maps a row to its (Chunking, NER, POS) triple. ``study`` is an ``experiment_table1.ProbeStudy``."""
     tasks = PROBE_TASKS if metric == "accuracy" else ENTITY_TASKS
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 0.38 * len(rows) + 1.6), sharey=True)
     y = np.arange(len(rows))[::-1]
@@ -208,7 +203,7 @@ def word_probe_figure(study, rows: Sequence[str], paper: dict | None = None, met
             triple = (paper or {}).get(row)
             if triple is not None and metric == "accuracy":
                 ax.plot(triple[PROBE_TASKS.index(task)], position, "x", color="k", ms=6)
-        chance = study.interval("majority tag (chance)", task, metric)[0]
+        chance = study.interval(CHANCE_ROW, task, metric)[0]
         ax.axvline(chance, color="grey", ls="--", lw=0.9)
         ax.set(title=f"{task} ({'token accuracy' if metric == 'accuracy' else 'entity F1'}, %)", xlabel="score (%)")
         ax.grid(axis="x", alpha=0.3)

@@ -1,0 +1,417 @@
+"""Notebook 03's training: the three views' data (Fig. 4), joint training of Eq. 5 on ``helpers.training.train``,
+and the runs the tables read: MAGNET itself, the LLM2Vec-style baseline (MNTP, then SimCSE) and Table 6's
+ablation runs. Every run folder is keyed by :func:`run_key`, exactly what changes the run's numbers.
+
+The evaluations live beside this module, one per table: ``experiment_table1`` (word-level probes),
+``experiment_table2`` (STS-B), ``experiment_table4`` (infilling) and ``experiment_table5`` (degeneration in
+greedy generation, Fig. 6).
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ... import data as D
+from ... import masks as M
+from ... import models, store
+from ... import objectives as O
+from ... import training as T
+from ...checks import real_number
+from .mechanism import (Phase, add_projection_head, encode_sentences, joint_loss, magnet_phases, masked_view, phase_at,
+                        sample_spans)
+from .settings import ABLATION_LAMBDAS, SETTINGS, MagnetSettings
+
+MASK_TOKEN = "underscore"  # MAGNET's "_" (App. A), resolved by objectives.resolve_mask_token
+COMPONENTS_FILE = "components.jsonl"
+
+
+def mask_id_for(tokenizer) -> int:
+    """The id of MAGNET's mask token :data:`MASK_TOKEN` in ``tokenizer``'s vocabulary."""
+    return O.resolve_mask_token(tokenizer, MASK_TOKEN)
+
+
+def bos_id(tokenizer) -> int:
+    """What opens a scored sequence (BOS, else EOS): infilling examples and probe sentences start with it, so
+    that their first real token has an output before it."""
+    token = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if token is None:
+        raise ValueError("the tokenizer has neither BOS nor EOS to open a sequence with")
+    return int(token)
+
+
+# --------------------------------------------------------------------------- run keys
+
+@dataclass(frozen=True)
+class MagnetRunKey:
+    """What changes a notebook-03 training run: its folder (``store.reuse_run``) and adapter are keyed by this.
+
+    The sizes of notebook 03 (:class:`MagnetSettings`, after ``memory.fit_training``), the model and how it is
+    loaded, the corpus, the seed, LoRA, the mask token and, for a run that continues notebook 02's MNTP adapter,
+    that adapter's own key. Sizes that only other notebooks use are not here, so changing them retrains nothing.
+    """
+
+    settings: MagnetSettings
+    model: str
+    dtype: str
+    four_bit: bool
+    corpus: str
+    seed: int
+    lora: T.LoraSettings
+    mask_token: str = MASK_TOKEN
+    mntp_adapter: dict | None = None
+
+
+def run_key(profile, settings: MagnetSettings, *, mntp_adapter: dict | None = None) -> MagnetRunKey:
+    """The one place a notebook-03 run key is built from the profile and notebook 03's settings."""
+    return MagnetRunKey(settings=settings, model=profile.model_name, dtype=profile.dtype,
+                        four_bit=T.four_bit_requested(profile), corpus=profile.corpus, seed=profile.seed,
+                        lora=T.lora_settings(profile), mntp_adapter=mntp_adapter)
+
+
+# --------------------------------------------------------------------------- the views' data (§3.3, App. A)
+
+@dataclass(frozen=True)
+class JointData:
+    """What joint training draws its views from: packed token ``blocks`` for x^m, ``sentences`` for x and x^+,
+    and ``paraphrases`` of those sentences as x^+ (None: the :func:`augment` view is drawn per step)."""
+
+    blocks: torch.Tensor
+    sentences: list[str]
+    paraphrases: list[str] | None
+
+
+def joint_data(profile, settings: MagnetSettings, tokenizer) -> JointData:
+    """App. A's data on the profile's corpus: blocks of ``seq_len`` tokens from the training split, training lines of
+    more than ``sscl_min_words`` words, and their paraphrases where ``settings.positives`` asks for them."""
+    blocks = D.token_blocks(tokenizer, (p.text for p in D.load_paragraphs(profile.corpus, "train")), settings.seq_len,
+                            max_blocks=settings.train_blocks)
+    sentences = sscl_sentences(profile.corpus, "train", min_words=settings.sscl_min_words, limit=settings.sscl_pool)
+    return JointData(blocks, sentences, positive_pool(sentences, settings))
+
+
+def sscl_sentences(corpus: str, split: str, *, min_words: int, limit: int) -> list[str]:
+    """SSCL training sentences: App. A uses lines of more than 20 words."""
+    texts = [s.text for s in D.load_sentences(corpus, split, min_words=min_words + 1, limit=limit)]
+    if len(texts) < 2:
+        raise ValueError(f"corpus={corpus!r} split={split!r} has {len(texts)} sentences of more than {min_words} words")
+    return texts
+
+
+def augment(text: str, generator: torch.Generator, delete_prob: float = 0.1, crop_min: float = 0.8) -> str:
+    """The offline positive x^+: word deletion (each word with ``delete_prob``) then a random crop keeping
+    at least ``crop_min`` of the words. It stands in for the paper's paraphraser (Parrot) where none loads."""
+    real_number(delete_prob, "delete_prob", low=0.0, high=1.0, high_open=True, what="the chance to drop each word")
+    real_number(crop_min, "crop_min", low=0.0, high=1.0, low_open=True, what="the least share of words a crop keeps")
+    words = text.split()
+    if len(words) < 2:
+        return text
+    keep = max(1, math.ceil(crop_min * len(words)))
+    width = int(torch.randint(keep, len(words) + 1, (1,), generator=generator))
+    start = int(torch.randint(0, len(words) - width + 1, (1,), generator=generator))
+    cropped = words[start:start + width]
+    drops = torch.rand(len(cropped), generator=generator) < delete_prob
+    kept = [word for word, dropped in zip(cropped, drops.tolist()) if not dropped]
+    return " ".join(kept or cropped[:1])
+
+
+def paraphrase(texts: Sequence[str], model_name: str, *, batch_size: int = 32, max_new_tokens: int = 96,
+               device=None) -> list[str]:
+    """Paraphrases from a seq2seq paraphraser (the paper uses Parrot, Damodaran 2021), cached on disk.
+
+    Raises :class:`helpers.models.MissingAssetError` when the model cannot be loaded (offline).
+    """
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from ...device import get_device
+    cache = store.cache_path_for("paraphrases", {"texts": store.texts_digest(texts), "model": model_name,
+                                                 "max_new_tokens": max_new_tokens}, ".json")
+    if cache.exists():
+        return store.read_json(cache)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_name)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_name)
+    except Exception as error:  # offline or unknown id
+        raise models.MissingAssetError(f"could not load the paraphraser {model_name!r}: {error}") from error
+    device = device or get_device()
+    model = model.to(device).eval()
+    out: list[str] = []
+    for first in tqdm(range(0, len(texts), batch_size), desc="paraphrasing"):
+        chunk = [f"paraphrase: {text}" for text in texts[first:first + batch_size]]
+        inputs = tokenizer(chunk, return_tensors="pt", padding=True, truncation=True, max_length=128).to(device)
+        with torch.no_grad():
+            generated = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, num_beams=1)
+        out.extend(tokenizer.batch_decode(generated, skip_special_tokens=True))
+    store.write_json(cache, out)
+    return out
+
+
+def positive_pool(texts: Sequence[str], settings: MagnetSettings) -> list[str] | None:
+    """Paraphrases of ``texts`` when ``settings.positives == "paraphrase"`` and the paraphraser loads; else None
+    (the augmentation of :func:`augment` is then drawn per step)."""
+    if settings.positives != "paraphrase":
+        return None
+    try:
+        return paraphrase(list(texts), settings.paraphraser)
+    except models.MissingAssetError as error:
+        warnings.warn(f"{error}; SSCL positives fall back to word deletion and cropping", stacklevel=2)
+        return None
+
+
+# --------------------------------------------------------------------------- joint training (Eq. 5, Fig. 4, App. A)
+
+def joint_batch_maker(tokenizer, *, phases: Sequence[Phase], settings: MagnetSettings, blocks: torch.Tensor | None,
+                      sentences: Sequence[str] | None, mask_id: int, seed: int, device,
+                      paraphrases: Sequence[str] | None = None) -> Callable[[int, int], dict]:
+    """``batch_for(step, micro)`` for :func:`helpers.training.train`: a pure function of (seed, step, micro).
+
+    Builds only the views the step's phase needs: x^m (MNTP/MSG) from ``blocks``; x and x^+ (SSCL)
+    from ``sentences``, x^+ being a paraphrase or the :func:`augment` view.
+    """
+    vocab_size = len(tokenizer)
+    special_ids = tokenizer.all_special_ids
+    if any(p.mntp or p.msg for p in phases) and (blocks is None or len(blocks) == 0):
+        raise ValueError("blocks is empty but a phase trains MNTP or MSG")
+    if any(p.sscl for p in phases) and (sentences is None or len(sentences) < settings.sscl_batch_size):
+        raise ValueError(f"sentences has {0 if sentences is None else len(sentences)} entries, fewer than "
+                         f"sscl_batch_size={settings.sscl_batch_size}")
+
+    def batch_for(step: int, micro: int) -> dict:
+        phase = phase_at(phases, step)
+        generator = O.seeded_generator(seed, step, micro)
+        batch = {"step": step, "micro": micro, "lambdas": (phase.mntp, phase.sscl, phase.msg)}
+        if phase.mntp or phase.msg:
+            rows = torch.randint(len(blocks), (settings.batch_size,), generator=generator)
+            ids = blocks[rows]
+            spans = [sample_spans(ids.shape[1], max_spans=settings.max_spans, min_len=settings.span_min,
+                                  max_len=settings.span_max, generator=generator) if phase.msg else []
+                     for _ in range(len(ids))]
+            view = masked_view(ids, spans, mask_id=mask_id, vocab_size=vocab_size, special_ids=special_ids,
+                               corrupt=bool(phase.mntp), generator=generator)
+            batch["masked"] = O.to_device(view, device)
+        if phase.sscl:
+            chosen = torch.randperm(len(sentences), generator=generator)[:settings.sscl_batch_size].tolist()
+            anchors = [sentences[i] for i in chosen]
+            positives = ([paraphrases[i] for i in chosen] if paraphrases is not None else
+                         [augment(text, generator, settings.delete_prob, settings.crop_min) for text in anchors])
+            for name, texts in (("anchors", anchors), ("positives", positives)):
+                batch[name] = O.to_device(encode_sentences(tokenizer, texts, max_len=settings.sscl_max_len), device)
+        return batch
+
+    return batch_for
+
+
+def read_components(run_dir) -> list[dict]:
+    """Per-step MNTP / SSCL / MSG losses of a joint run (last write wins for a step re-run after a resume)."""
+    path = Path(run_dir) / COMPONENTS_FILE
+    if not path.exists():
+        return []
+    latest: dict[tuple[int, int], dict] = {}
+    for record in store.read_jsonl(path):
+        latest[(record["step"], record["micro"])] = record
+    steps: dict[int, list[dict]] = {}
+    for (step, _), record in sorted(latest.items()):
+        steps.setdefault(step, []).append(record)
+    out = []
+    for step, records in steps.items():
+        names = {k for r in records for k in r if k not in ("step", "micro")}
+        out.append({"step": step + 1, **{k: float(np.mean([r[k] for r in records if k in r])) for k in sorted(names)}})
+    return out
+
+
+def make_lora_trainable(model) -> None:
+    """A peft model loaded for inference keeps its LoRA weights frozen; unfreeze them to continue training."""
+    names = [name for name, parameter in model.named_parameters() if "lora_" in name]
+    if not names:
+        raise ValueError(f"{type(model).__name__} has no LoRA parameters to train; wrap it with training.add_lora() first")
+    for name, parameter in model.named_parameters():
+        if "lora_" in name:
+            parameter.requires_grad_(True)
+
+
+def _component_logger(run_dir: Path, temperature: float) -> Callable:
+    """The loss function of a joint run: Eq. 5 (:func:`joint_loss`), each part appended to ``components.jsonl``."""
+    def loss_fn(model, batch):
+        result = joint_loss(model, batch, temperature)
+        record = {"step": batch["step"], "micro": batch["micro"],
+                  **{k: float(v.detach()) for k, v in result.items() if k != "loss"}}
+        with open(run_dir / COMPONENTS_FILE, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        return result
+
+    return loss_fn
+
+
+def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: MagnetSettings, run_dir,
+                     blocks: torch.Tensor | None, sentences: Sequence[str] | None, mask_id: int, seed: int = 0,
+                     evaluate: Callable | None = None, lora: T.LoraSettings = T.LoraSettings(), four_bit: bool = False,
+                     resume: bool = True, snapshot_phases: bool = True, progress: bool = True,
+                     paraphrases: Sequence[str] | None = None, eval_every: int | None = None):
+    """Train Eq. 5 through ``phases`` with LoRA on ``helpers.training.train``; returns ``(peft_model, records)``.
+
+    ``model`` is a base model (LoRA is added) or a peft model (its adapter keeps training, e.g. the
+    MNTP adapter for the LLM2Vec-style SimCSE stage). With ``snapshot_phases`` the adapter is saved at
+    the end of every phase but the last to ``run_dir/after_phase<i>`` (Table 6 reads MNTP + MSG there).
+    Rerunning with ``resume`` continues an interrupted run and reuses a finished one.
+    """
+    run_dir = Path(run_dir)
+    phases = list(phases)
+    if not phases:
+        raise ValueError("phases is empty; pass at least one Phase")
+    if blocks is not None:
+        models.check_fits(model, blocks.shape[1])
+    if hasattr(model, "peft_config"):
+        make_lora_trainable(model)
+        peft_model = model
+    else:
+        peft_model = T.add_lora(model, lora, four_bit=four_bit, seed=seed)
+    add_projection_head(peft_model, peft_model.config.hidden_size, seed)
+    total = sum(phase.steps for phase in phases)
+    config = T.TrainConfig(steps=total, batch_size=settings.batch_size, grad_accum=settings.grad_accum, lr=settings.lr,
+                           eval_every=settings.eval_every if eval_every is None else eval_every,
+                           checkpoint_every=math.gcd(settings.checkpoint_every, total),
+                           gradient_checkpointing=settings.gradient_checkpointing, seed=seed)
+    batch_for = joint_batch_maker(tokenizer, phases=phases, settings=settings, blocks=blocks, sentences=sentences,
+                                  mask_id=mask_id, seed=seed, device=next(peft_model.parameters()).device,
+                                  paraphrases=paraphrases)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        (run_dir / COMPONENTS_FILE).unlink(missing_ok=True)
+    identity = {"phases": phases, "magnet": settings, "lora": lora, "mask_id": mask_id, "seed": seed, "blocks": blocks,
+                "sentences": None if sentences is None else store.fingerprint(list(sentences)),
+                "paraphrases": None if paraphrases is None else store.fingerprint(list(paraphrases))}
+    train = dict(batch_for=batch_for, loss_fn=_component_logger(run_dir, settings.temperature), config=config,
+                 run_dir=run_dir, evaluate=evaluate, progress=progress, settings=identity)
+    boundaries = np.cumsum([phase.steps for phase in phases])[:-1].tolist() if snapshot_phases else []
+    for index, boundary in enumerate(boundaries, start=1):
+        snapshot = run_dir / f"after_phase{index}"
+        if (snapshot / "adapter_config.json").exists() and resume:
+            continue
+        records = T.train(peft_model, resume=resume, stop_after=boundary, **train)
+        resume = True
+        reached = max((r["step"] for r in records if "loss" in r), default=0)
+        if reached != boundary:
+            raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint past step {boundary} but no {snapshot.name}; "
+                             "rerun with resume=False")
+        T.save_adapter(peft_model, snapshot)
+    records = T.train(peft_model, resume=resume, **train)
+    return peft_model, records
+
+
+# --------------------------------------------------------------------------- the runs notebook 03 reads
+
+@dataclass
+class TrainedRun:
+    """A finished joint run: the trained peft ``model``, its metric ``records`` and its run folder ``path``."""
+
+    model: object
+    records: list[dict]
+    path: Path
+
+
+def train_magnet(base, tokenizer, profile, settings: MagnetSettings, views: JointData, *, evaluate: Callable | None = None,
+                 resume: bool = True, progress: bool = True) -> TrainedRun:
+    """MAGNET (§3.3, App. A): both phases of Eq. 5 on ``base`` (phase 1's adapter kept as ``after_phase1``); the final
+    adapter is also saved under ``data/cache/adapters`` with its run key."""
+    key = run_key(profile, settings)
+    run = store.reuse_run(f"03_magnet_{profile.name}", key, resume=resume)
+    model, records = joint_experiment(
+        base, tokenizer, phases=magnet_phases(settings), settings=settings, run_dir=run.path, blocks=views.blocks,
+        sentences=views.sentences, paraphrases=views.paraphrases, mask_id=mask_id_for(tokenizer), seed=profile.seed,
+        evaluate=evaluate, lora=key.lora, four_bit=key.four_bit, resume=resume, progress=progress)
+    T.save_adapter(model, T.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
+    return TrainedRun(model, records, run.path)
+
+
+def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: JointData, *,
+                        evaluate: Callable | None = None, resume: bool = True, progress: bool = True) -> TrainedRun:
+    """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``training.load_or_train_mntp`` trains a short
+    one when notebook 02 has not run), then a fresh LoRA on SSCL alone, λ = (0, 1, 0), for ``simcse_steps`` steps
+    with MAGNET's sentences, positives, instruction and last-token encoding, and no MSG."""
+    mntp_start, _, _ = T.load_or_train_mntp(profile, progress=progress)
+    key = run_key(profile, settings, mntp_adapter=T.mntp_adapter(profile)[1])
+    run = store.reuse_run(f"03_llm2vec_simcse_{profile.name}", key, resume=resume)
+    model, records = joint_experiment(
+        mntp_start, tokenizer, phases=[Phase(settings.simcse_steps, 0.0, 1.0, 0.0)], settings=settings,
+        run_dir=run.path, blocks=None, sentences=views.sentences, paraphrases=views.paraphrases,
+        mask_id=mask_id_for(tokenizer), seed=profile.seed, evaluate=evaluate, lora=key.lora, four_bit=key.four_bit,
+        resume=resume, eval_every=max(1, settings.simcse_steps // 2), progress=progress)
+    return TrainedRun(model, records, run.path)
+
+
+def ablation_name(run: str) -> str:
+    """Table 6's row name of an ablation run: ``"sscl+msg"`` -> ``"SSCL + MSG"``."""
+    return run.upper().replace("+", " + ")
+
+
+def train_ablations(tokenizer, profile, settings: MagnetSettings, views: JointData, *, resume: bool = True,
+                    progress: bool = True) -> dict:
+    """Table 6's runs that are not phases of MAGNET (``settings.ablation_runs``, λ from :data:`ABLATION_LAMBDAS`), each
+    from a fresh base model for ``phase2_steps`` steps; ``{Table 6 name: peft model}``. Their rows are scored on
+    STS-B only, so the settings ask for them only where STS-B loads."""
+    key = run_key(profile, settings)
+    trained = {}
+    for name in settings.ablation_runs:
+        fresh, _ = models.load_model(profile.model_name)
+        run = store.reuse_run(f"03_ablation_{name.replace('+', '_')}_{profile.name}", key, resume=resume)
+        trained[ablation_name(name)], _ = joint_experiment(
+            fresh, tokenizer, phases=[Phase(settings.phase2_steps, *ABLATION_LAMBDAS[name])], settings=settings,
+            run_dir=run.path, blocks=views.blocks, sentences=views.sentences, paraphrases=views.paraphrases,
+            mask_id=mask_id_for(tokenizer), seed=profile.seed, lora=key.lora, four_bit=key.four_bit, resume=resume,
+            progress=progress)
+    return trained
+
+
+def adapted_model(profile, adapter_dir):
+    """A fresh base model with a saved adapter attached (inference), e.g. MAGNET's ``after_phase1`` (MNTP + MSG)."""
+    model, _ = models.load_model(profile.model_name)
+    return T.load_adapter(model, adapter_dir).eval()
+
+
+def mntp_steps(profile) -> int:
+    """How many MNTP steps the cached adapter had (notebook 02's, else the short fallback's), else the recipe's."""
+    found = T.mntp_adapter(profile)
+    return found[1]["config"]["steps"] if found else T.masked_lm_recipe(profile).steps
+
+
+# --------------------------------------------------------------------------- Fig. 4: three views of small examples
+
+def three_views(tokenizer, block_text: str, sentence: str, *, length: int, spans: Sequence[tuple[int, int]],
+                mask_id: int, seed: int = 0, settings: MagnetSettings | None = None) -> dict:
+    """Fig. 4's three views of small examples, for drawing: x^m (hybrid mask, corrupted context, spans)
+    from ``block_text``, and x, x^+ (bidirectional, instruction + sentence + EOS) from ``sentence``.
+
+    Each entry holds ``ids`` (what the model reads), ``mask`` (a :class:`~helpers.masks.Mask`) and, for
+    x^m, the original ids, the spans and both label rows.
+    """
+    settings = settings or SETTINGS["cpu"]
+    ids = tokenizer(block_text, add_special_tokens=False, return_tensors="pt").input_ids[:, :length]
+    if ids.shape[1] < length:
+        raise ValueError(f"block_text has {ids.shape[1]} tokens, fewer than length={length}")
+    generator = O.seeded_generator(seed)
+    view = masked_view(ids, [spans], mask_id=mask_id, vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids,
+                       generator=generator)
+    positive = augment(sentence, generator, settings.delete_prob, settings.crop_min)
+    out = {"x^m": {"ids": view["input_ids"][0], "original": ids[0], "spans": view["spans"][0],
+                   "mntp_labels": view["mntp_labels"][0], "msg_labels": view["msg_labels"][0],
+                   "mask": M.magnet(view["spans"][0])}}
+    for name, text in (("x", sentence), ("x^+", positive)):
+        encoded = encode_sentences(tokenizer, [text], max_len=settings.sscl_max_len)
+        out[name] = {"ids": encoded["input_ids"][0], "text": text, "mask": M.bidirectional}
+    return out
+
+
+def display_examples(corpus: str, *, block_words: int = 40, sentence_words: tuple[int, int] = (8, 14)) -> tuple[str, str]:
+    """A held-out paragraph long enough for a small x^m and a short sentence for x and x^+ (Fig. 4 drawing)."""
+    paragraphs = D.load_paragraphs(corpus, "validation")
+    block = next(p.text for p in paragraphs if len(p.text.split()) >= block_words)
+    low, high = sentence_words
+    sentence = next(s.text for s in D.load_sentences(corpus, "validation") if low <= len(s.text.split()) <= high)
+    return block, sentence
