@@ -1,11 +1,12 @@
 """Mask-predict against autoregressive decoding: tokens/s at batch 1 (OpenLTG Fig. 5, §6.1).
 
-Times ``helpers.decoding.mask_predict`` for T in {1, 8} (LTD, DSWA with Eq. 7 windows, masked-only updates,
-the prompt computed once with a KV cache, masks rendered once per decode, the LM head only at the masked
-positions) and ``helpers.decoding.autoregressive_generate`` (KV cache, same nucleus sampler) with the same
-model, for target lengths 128 and 256 (``--lengths``), all in one run (the settings take turns), and prints
+Times ``helpers.papers.openltg.mechanism.mask_predict`` for T in {1, 8} (LTD, DSWA with Eq. 7 windows, masked-only
+updates, the prompt computed once with a KV cache, masks rendered once per decode, the LM head only at the masked
+positions) and ``helpers.papers.openltg.mechanism.autoregressive_generate`` (KV cache, same nucleus sampler) with the
+same model, for target lengths 128 and 256 (``--lengths``), all in one run (the settings take turns), and prints
 the ratios. ``--recompute`` also times T = 8 with the prompt recomputed at every iteration, to show what the
-cache saves. The issue's goal: at T = 8, mask-predict reaches >= 5x the AR tokens/s at length >= 128.
+cache saves. The workbook's bar (``report.SPEEDUP_GOAL``): at T = 8, mask-predict reaches >= 5x the AR tokens/s at
+length >= 128.
 
 Models (``--weights``):
 - ``embedded``: the embedded SmolLM2-135M (its trained weights make the nucleus realistic: with random
@@ -27,9 +28,9 @@ from dataclasses import replace
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
 
-from helpers import decoding as D
 from helpers.masked_lm import EncoderMLM, MNTPDecoder
 from helpers import models
+from helpers.papers.openltg import experiment, mechanism, report
 from helpers.device import get_device
 
 VOCAB = 49152
@@ -84,12 +85,12 @@ def main() -> None:
     device = torch.device(args.device) if args.device else get_device()
     backend, causal, description = build(args, device)
     prompt = torch.randint(100, 1000, (args.prompt_tokens,), generator=torch.Generator().manual_seed(0))
-    config = D.DecodeConfig(dswa=not args.no_dswa)
+    config = mechanism.DecodeConfig(dswa=not args.no_dswa)
     started = time.perf_counter()
     extra = {"recomputed prompt": replace(config, cache_prompt=False)} if args.recompute else None
-    rows = D.decoding_speed(backend, causal, prompt, args.lengths, args.iterations, config, repeats=args.repeats,
+    rows = experiment.decoding_speed(backend, causal, prompt, args.lengths, args.iterations, config, repeats=args.repeats,
                             seeds=range(args.seeds), extra=extra)
-    label = D.device_label(device)
+    label = experiment.device_label(device)
     print(f"\n{description}; {label}; prompt {args.prompt_tokens} tokens; batch 1; LTD β={config.beta}, top-p "
           f"{config.top_p}, DSWA {'off' if args.no_dswa else f'on (S_fix={config.fixed_window})'}, masked-only updates, "
           f"prompt cached; best of {args.repeats}, median of {args.seeds} seed(s); measured in one run of "
@@ -99,13 +100,13 @@ def main() -> None:
     table = pd.DataFrame(rows).groupby(["method", "iterations", "length"])["tokens_per_s"].median().unstack("length")
     print("tokens/s (batch 1):")
     print(table.round(1).to_string())
-    ratios = D.speed_ratios(rows)
+    ratios = experiment.speed_ratios(rows)
     print("\nmask-predict tokens/s ÷ AR tokens/s (same run):")
     print(ratios.round(2).to_string())
     if args.recompute:
         print("\nwith the prompt recomputed every iteration, ÷ AR:")
-        print(D.speed_ratios(rows, method="recomputed prompt").round(2).to_string())
-    print("\n" + D.describe_speed(ratios, label))
+        print(experiment.speed_ratios(rows, method="recomputed prompt").round(2).to_string())
+    print("\n" + report.describe_speed(ratios, label))
 
 
 if __name__ == "__main__":

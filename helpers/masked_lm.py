@@ -7,7 +7,7 @@ Two backends share it:
 - :class:`MNTPDecoder`: a decoder adapted with masked next-token prediction (MAGNET §3.2.1, notebook 02),
   run bidirectionally. The output at l - 1 predicts the token at l, so ``offset = 1``.
 
-Callers (mask-predict in :mod:`helpers.decoding`) use :meth:`MaskedLM.predict` (one forward over the
+Callers (mask-predict in :mod:`helpers.papers.openltg.mechanism`) use :meth:`MaskedLM.predict` (one forward over the
 whole sequence) or :meth:`MaskedLM.encode_source` once and :meth:`MaskedLM.predict_targets` per
 iteration (the prompt's keys and values cached: exact when no prompt row attends a target, the closed
 source block of seed 002 §4.1), and :meth:`MaskedLM.hidden_states`. Masks are :mod:`helpers.masks`

@@ -10,7 +10,7 @@ Meta tensors hold no values, so a helper that ends by copying its result to the 
 test asserts it gets exactly that far, i.e. that no device mix came before and the result is being
 handed to the CPU. Not covered, because transformers or the helper reads tensor values in Python, which
 meta tensors do not have: helpers that call the model with its own 2D mask (``measure_block_shares``,
-``experiment_table5.generate``, ``decoding.autoregressive_generate``; covered: ``block_mass_shares``, where the bug
+``experiment_table5.generate``, ``openltg.autoregressive_generate``; covered: ``block_mass_shares``, where the bug
 was), helpers that pass an already-moved padding mask (``mask_predict``, ``experiment_table1.word_features``), and
 loops that read losses (``evaluate_masked_lm``, ``training.train``).
 """
@@ -20,11 +20,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from helpers import attention as A
-from helpers import decoding, models
+from helpers import models
 from helpers import masks as M
 from helpers import objectives as O
 from helpers import repetition as R
 from helpers.device import model_device
+from helpers.masked_lm import MNTPDecoder
+from helpers.papers import openltg
 from helpers.papers.magnet import mechanism as magnet
 
 VOCAB, LAYERS, PAD = 128, 6, 0
@@ -153,14 +155,14 @@ def test_block_shares_multiply_device_weights_by_the_block_layout(meta_eager):
 
 def test_mask_predict_backend_predicts_from_cpu_inputs(meta):
     ids, padding = cpu_batch()
-    backend = decoding.MNTPDecoder(meta, None, mask_id=5, pad_id=PAD)
+    backend = MNTPDecoder(meta, None, mask_id=5, pad_id=PAD)
     rows, cols = torch.tensor([0, 1]), torch.tensor([4, 7])
-    schedule = decoding.attention_masks(backend, [4, 4], decoding.DecodeConfig(dswa=True, fixed_window=4))
+    schedule = openltg.attention_masks(backend, [4, 4], openltg.DecodeConfig(dswa=True, fixed_window=4))
     logits = backend.predict(ids, padding, rows, cols, **schedule)
     assert on_meta(logits) and logits.shape == (2, VOCAB)
 
 
 def test_completion_masked_lm_reads_hidden_states_from_cpu_ids(meta):
-    mlm = decoding.MNTPDecoder(meta, None, mask_id=5, pad_id=PAD)
+    mlm = MNTPDecoder(meta, None, mask_id=5, pad_id=PAD)
     hidden = mlm.hidden_at([[1, 7, 5, 9], [1, 5, 8]], [1, 0])
     assert on_meta(hidden) and hidden.shape == (2, 64)

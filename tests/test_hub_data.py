@@ -12,7 +12,8 @@ import sys
 import datasets
 import pytest
 
-from helpers import data, decoding, models, profiles
+from helpers import data, models, profiles
+from helpers.papers import openltg
 from helpers import masks as M
 from helpers import repetition as R
 from helpers.papers.magnet import experiment as magnet_experiment
@@ -103,7 +104,7 @@ def test_wikitext_feeds_notebook_02_blocks_and_notebook_03_and_05_text(hub, toke
     assert blocks.shape == (4, 16)
     assert experiment_table5.word_prefixes(GPU.corpus, "test", count=2) == ["Senjō no Valkyria 3 is", "As with previous games ,"]
     assert len(magnet_experiment.sscl_sentences(GPU.corpus, "train", min_words=10, limit=4)) >= 2
-    prompts = decoding.story_prompts("corpus", GPU.corpus, "test", 2)
+    prompts = openltg.story_prompts("corpus", GPU.corpus, "test", 2)
     assert prompts[0].prompt.startswith("Senjō no Valkyria 3 is a tactical")
     assert ("Salesforce/wikitext", "wikitext-103-raw-v1", "train", None) in hub
 
@@ -138,6 +139,6 @@ def test_stsb_and_writingprompts_have_the_columns_the_helpers_read(hub, tokenize
     model, _ = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32", seed=0)
     score = experiment_table2.sts_spearman(model, tokenizer, mask=M.bidirectional, pairs=4, batch_size=2)
     assert -100.0 <= score <= 100.0 and ("sentence-transformers/stsb", None, "test", None) in hub
-    prompts = decoding.story_prompts("writingprompts", GPU.corpus, "test", 2)
+    prompts = openltg.story_prompts("writingprompts", GPU.corpus, "test", 2)
     assert prompts[0].prompt == "The moon is actually a giant egg , and it has just started to hatch ."
     assert "<newline>" not in prompts[0].continuation

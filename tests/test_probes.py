@@ -13,8 +13,9 @@ import re
 import pytest
 import torch
 
-from helpers import attention, checks, data, decoding, masks, metrics, models, mtc, objectives, profiles
+from helpers import attention, checks, data, masks, metrics, models, mtc, objectives, profiles
 from helpers import repetition, training
+from helpers.papers import openltg
 
 INF, NAN = float("inf"), float("nan")
 
@@ -79,7 +80,7 @@ PROBES = [
     ("tiny_random_config zero vocab", lambda: models.tiny_random_config(0), "vocab_size", "0"),
     # profiles
     ("profiles.get unknown", lambda: profiles.get("gpu2"), "profile", "'gpu2'"),
-    ("settings_for unknown", lambda: profiles.settings_for("nope"), "module", "'nope'"),
+    ("settings_for unknown", lambda: profiles.settings_for("nope"), "paper", "'nope'"),
     ("parse_profile_name unknown", lambda: profiles.parse_profile_name("fast"), "WORKBOOK_PROFILE", "'fast'"),
     # data
     ("load_paragraphs unknown corpus", lambda: data.load_paragraphs("shakespeare"), "corpus", "'shakespeare'"),
@@ -186,46 +187,46 @@ PROBES = [
     ("rep_n inf n", lambda: metrics.rep_n([1, 2, 3], INF), "n", "inf"),
     ("lexical_repetition empty", lambda: metrics.lexical_repetition([]), "token_lists", None),
     ("interleaved_timings zero rounds", lambda: metrics.interleaved_timings({"a": len}, [1], rounds=0), "rounds", "0"),
-    # decoding
-    ("DecodeConfig beta inf", lambda: decoding.DecodeConfig(beta=INF), "beta", "inf"),
-    ("DecodeConfig beta nan", lambda: decoding.DecodeConfig(beta=NAN), "beta", "nan"),
-    ("DecodeConfig beta string", lambda: decoding.DecodeConfig(beta="1.8"), "beta", "'1.8'"),
-    ("DecodeConfig temperature 0", lambda: decoding.DecodeConfig(ltd=False, temperature=0), "temperature", "0"),
-    ("DecodeConfig temperature inf", lambda: decoding.DecodeConfig(temperature=INF), "temperature", "inf"),
-    ("DecodeConfig top_p True", lambda: decoding.DecodeConfig(top_p=True), "top_p", "True"),
-    ("DecodeConfig top_p string", lambda: decoding.DecodeConfig(top_p="0.9"), "top_p", "'0.9'"),
-    ("DecodeConfig top_p nan", lambda: decoding.DecodeConfig(top_p=NAN), "top_p", "nan"),
-    ("DecodeConfig zero iterations", lambda: decoding.DecodeConfig(iterations=0), "iterations", "0"),
-    ("DecodeConfig inf iterations", lambda: decoding.DecodeConfig(iterations=INF), "iterations", "inf"),
-    ("DecodeConfig string alpha", lambda: decoding.DecodeConfig(alpha_min="0.1"), "alpha_min", "'0.1'"),
-    ("sample_tokens temperature 0", lambda: decoding.sample_tokens(logits(), 0, 0.9), "temperature", "0"),
-    ("sample_tokens temperature nan", lambda: decoding.sample_tokens(logits(), NAN, 0.9), "temperature", "nan"),
-    ("sample_tokens top_p True", lambda: decoding.sample_tokens(logits(), 1.0, True), "top_p", "True"),
-    ("sample_tokens 1-D logits", lambda: decoding.sample_tokens(logits()[0], 1.0, 0.9), "logits", None),
-    ("sample_tokens nan logits", lambda: decoding.sample_tokens(torch.full((2, 5), NAN), 1.0, 0.9), "logits", None),
-    ("top_p_filter zero", lambda: decoding.top_p_filter(torch.softmax(logits(), -1), 0), "top_p", "0"),
-    ("ltd_temperature beta inf", lambda: decoding.ltd_temperature(0, 8, INF), "beta", "inf"),
-    ("ltd_temperature string step", lambda: decoding.ltd_temperature("a", 8, 1.8), "step", "'a'"),
-    ("ltd_temperature step past T", lambda: decoding.ltd_temperature(8, 8, 1.8), "step", "8"),
-    ("remask_count zero iterations", lambda: decoding.remask_count(10, 0, 0), "iterations", "0"),
-    ("remask_count float step", lambda: decoding.remask_count(10, 0.5, 4), "step", "0.5"),
-    ("segment_lengths too many", lambda: decoding.segment_lengths(2, 3), "segments", "3"),
-    ("generation_mask zero source", lambda: decoding.generation_mask(0), "source_length", "0"),
-    ("entropy temperature 0", lambda: decoding.entropy(logits(), temperature=0), "temperature", "0"),
-    ("function_word_share temperature inf", lambda: decoding.function_word_share(tokenizer(), logits(1, 2000),
+    # mask-predict (OpenLTG)
+    ("DecodeConfig beta inf", lambda: openltg.DecodeConfig(beta=INF), "beta", "inf"),
+    ("DecodeConfig beta nan", lambda: openltg.DecodeConfig(beta=NAN), "beta", "nan"),
+    ("DecodeConfig beta string", lambda: openltg.DecodeConfig(beta="1.8"), "beta", "'1.8'"),
+    ("DecodeConfig temperature 0", lambda: openltg.DecodeConfig(ltd=False, temperature=0), "temperature", "0"),
+    ("DecodeConfig temperature inf", lambda: openltg.DecodeConfig(temperature=INF), "temperature", "inf"),
+    ("DecodeConfig top_p True", lambda: openltg.DecodeConfig(top_p=True), "top_p", "True"),
+    ("DecodeConfig top_p string", lambda: openltg.DecodeConfig(top_p="0.9"), "top_p", "'0.9'"),
+    ("DecodeConfig top_p nan", lambda: openltg.DecodeConfig(top_p=NAN), "top_p", "nan"),
+    ("DecodeConfig zero iterations", lambda: openltg.DecodeConfig(iterations=0), "iterations", "0"),
+    ("DecodeConfig inf iterations", lambda: openltg.DecodeConfig(iterations=INF), "iterations", "inf"),
+    ("DecodeConfig string alpha", lambda: openltg.DecodeConfig(alpha_min="0.1"), "alpha_min", "'0.1'"),
+    ("sample_tokens temperature 0", lambda: openltg.sample_tokens(logits(), 0, 0.9), "temperature", "0"),
+    ("sample_tokens temperature nan", lambda: openltg.sample_tokens(logits(), NAN, 0.9), "temperature", "nan"),
+    ("sample_tokens top_p True", lambda: openltg.sample_tokens(logits(), 1.0, True), "top_p", "True"),
+    ("sample_tokens 1-D logits", lambda: openltg.sample_tokens(logits()[0], 1.0, 0.9), "logits", None),
+    ("sample_tokens nan logits", lambda: openltg.sample_tokens(torch.full((2, 5), NAN), 1.0, 0.9), "logits", None),
+    ("top_p_filter zero", lambda: openltg.top_p_filter(torch.softmax(logits(), -1), 0), "top_p", "0"),
+    ("ltd_temperature beta inf", lambda: openltg.ltd_temperature(0, 8, INF), "beta", "inf"),
+    ("ltd_temperature string step", lambda: openltg.ltd_temperature("a", 8, 1.8), "step", "'a'"),
+    ("ltd_temperature step past T", lambda: openltg.ltd_temperature(8, 8, 1.8), "step", "8"),
+    ("remask_count zero iterations", lambda: openltg.remask_count(10, 0, 0), "iterations", "0"),
+    ("remask_count float step", lambda: openltg.remask_count(10, 0.5, 4), "step", "0.5"),
+    ("segment_lengths too many", lambda: openltg.segment_lengths(2, 3), "segments", "3"),
+    ("generation_mask zero source", lambda: openltg.generation_mask(0), "source_length", "0"),
+    ("entropy temperature 0", lambda: openltg.entropy(logits(), temperature=0), "temperature", "0"),
+    ("function_word_share temperature inf", lambda: openltg.function_word_share(tokenizer(), logits(1, 2000),
                                                                               temperature=INF), "temperature", "inf"),
-    ("autoregressive_generate temperature 0", lambda: decoding.autoregressive_generate(
+    ("autoregressive_generate temperature 0", lambda: openltg.autoregressive_generate(
         model(), [ids(4)[0]], 2, temperature=0), "temperature", "0"),
-    ("autoregressive_generate top_p True", lambda: decoding.autoregressive_generate(
+    ("autoregressive_generate top_p True", lambda: openltg.autoregressive_generate(
         model(), [ids(4)[0]], 2, top_p=True), "top_p", "True"),
-    ("autoregressive_generate zero length", lambda: decoding.autoregressive_generate(model(), [ids(4)[0]], 0),
+    ("autoregressive_generate zero length", lambda: openltg.autoregressive_generate(model(), [ids(4)[0]], 0),
      "length", "0"),
-    ("autoregressive_generate empty prompt", lambda: decoding.autoregressive_generate(
+    ("autoregressive_generate empty prompt", lambda: openltg.autoregressive_generate(
         model(), [torch.tensor([], dtype=torch.long)], 2), "prompts", None),
-    ("autoregressive_generate no prompts", lambda: decoding.autoregressive_generate(model(), [], 2), "prompts", None),
-    ("autoregressive_generate past max positions", lambda: decoding.autoregressive_generate(
+    ("autoregressive_generate no prompts", lambda: openltg.autoregressive_generate(model(), [], 2), "prompts", None),
+    ("autoregressive_generate past max positions", lambda: openltg.autoregressive_generate(
         model(), [ids(2040)[0]], 20), "length", None),
-    ("story_prompts zero limit", lambda: decoding.story_prompts("corpus", "austen", "test", 0), "limit", "0"),
+    ("story_prompts zero limit", lambda: openltg.story_prompts("corpus", "austen", "test", 0), "limit", "0"),
     # training
     ("TrainConfig negative max_grad_norm", lambda: training.TrainConfig(steps=1, batch_size=1, max_grad_norm=-1),
      "max_grad_norm", "-1"),

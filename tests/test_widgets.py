@@ -19,6 +19,7 @@ from helpers import masks as M  # noqa: E402
 from helpers import metrics, models, mtc, objectives, plots, training  # noqa: E402
 from helpers.papers.magnet import figures as magnet_figures  # noqa: E402
 from helpers.papers.mntp import figures as mntp_figures  # noqa: E402
+from helpers.papers.openltg import figures as openltg_figures, report as openltg_report  # noqa: E402
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 UNUSED = object()  # stands in for a model or data argument the controls never touch
@@ -55,7 +56,7 @@ def notebook_widgets():
         "04 tagging": (partial(plots.sr_tagging_view, {1: UNUSED, 2: UNUSED}, UNUSED, ["O"], sentence="A sentence .",
                                r=2, layer=15, reference_task="chunks"),
                        dict(sentence=str, r=[1, 2], layer=(0, 29))),
-        "05 decoding": (partial(plots.decoding_view, UNUSED, UNUSED, beta=1.8, iterations=8, window=64, top_p=0.9,
+        "05 decoding": (partial(openltg_figures.decoding_view, UNUSED, UNUSED, beta=1.8, iterations=8, window=64, top_p=0.9,
                                 length=32, probe_position=7, seed=0),
                         dict(beta=(0.2, 3.0, 0.1), iterations=(1, 12), window=(2, 128, 2), top_p=(0.05, 1.0, 0.05))),
         "06 completion": (partial(plots.completion_view, UNUSED, sentence="He met [MASK] there.", k=8),
@@ -214,10 +215,8 @@ def test_sr_block_labels_stay_readable(r):
 def test_trace_figure_histogram_uses_the_top_50_of_the_text():
     import inspect
 
-    from helpers import decoding
-
-    assert inspect.signature(plots.trace_figure).parameters["top_k"].default == \
-        inspect.signature(decoding.describe_trace).parameters["top_k"].default == 50
+    assert inspect.signature(openltg_figures.trace_figure).parameters["top_k"].default == \
+        inspect.signature(openltg_report.describe_trace).parameters["top_k"].default == 50
 
 
 def test_peft_wrapping_raises_no_gradient_checkpointing_future_warning():

@@ -1,4 +1,5 @@
-"""Notebook 05 figures: mask-predict traces (OpenLTG Fig. 2), LTD (Fig. 4), the ablation (Table 6), speed (Fig. 5)."""
+"""Notebook 05's figures (OpenLTG, seed 002): mask-predict traces (Fig. 2), LTD (Fig. 4), the masks mask-predict feeds
+the model (§4.1), the ablation (Table 6), speed (Fig. 5), and the decoding widget."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,9 +9,12 @@ import numpy as np
 import torch
 from matplotlib.patches import Patch, Rectangle
 
-from .. import decoding as D
-from .. import masks as M
-from .core import draw_mask, token_labels
+from ... import masks as M
+from ...masked_lm import MaskedLM
+from ...plots.core import draw_mask, token_labels
+from .experiment import function_word_share, is_function_word, ltd_entropies, speed_ratios
+from .mechanism import DecodeConfig, Decoded, generation_mask, mask_predict
+from .report import PAPER_TABLE4, PAPER_TABLE6
 
 __all__ = ["trace_figure", "ltd_figure", "decoding_view", "generation_masks_figure", "ablation_figure", "speed_figure"]
 
@@ -27,7 +31,7 @@ def _short(text: str, width: int = 9) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def _token_grid(ax, decoded: D.Decoded, tokenizer, row: int, columns: int) -> None:
+def _token_grid(ax, decoded: Decoded, tokenizer, row: int, columns: int) -> None:
     """Tokens per iteration (rows of cells): gray = was <mask>, red = re-masked afterwards."""
     trace = decoded.trace
     length = decoded.tokens.shape[1]
@@ -58,18 +62,18 @@ def _candidate_histogram(ax, logits: torch.Tensor, tokenizer, temperature: float
     probs = torch.softmax(logits.float() / temperature, -1)
     values, ids = probs.topk(top_k)
     labels = [tokenizer.decode([i]) for i in ids.tolist()]
-    colors = [_FUNCTION if D.is_function_word(label) else _CONTENT for label in labels]
+    colors = [_FUNCTION if is_function_word(label) else _CONTENT for label in labels]
     ax.barh(np.arange(top_k), values.numpy(), color=colors)
     ax.set_yticks(np.arange(top_k), [_short(repr(label.strip())[1:-1] or "·", 12) for label in labels], fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("probability")
-    share = D.function_word_share(tokenizer, logits, temperature=temperature, top_k=top_k)
+    share = function_word_share(tokenizer, logits, temperature=temperature, top_k=top_k)
     ax.set_title(f"{title}\nfunction words: {share:.0%} of the top-{top_k} mass", fontsize=8)
     ax.legend(handles=[Patch(facecolor=_FUNCTION, label="function word / punctuation"),
                        Patch(facecolor=_CONTENT, label="content word")], fontsize=6, loc="lower right")
 
 
-def trace_figure(decoded: D.Decoded, tokenizer, row: int = 0, columns: int = 16, top_k: int = 50,
+def trace_figure(decoded: Decoded, tokenizer, row: int = 0, columns: int = 16, top_k: int = 50,
                  title: str = "") -> plt.Figure:
     """OpenLTG Fig. 2: the target after each iteration, re-masked tokens highlighted, and the output
     distribution at iteration 1 for the probe position (when one was recorded)."""
@@ -95,10 +99,10 @@ def trace_figure(decoded: D.Decoded, tokenizer, row: int = 0, columns: int = 16,
     return fig
 
 
-def ltd_figure(decoded: D.Decoded, tokenizer, row: int = 0, top_k: int = 15) -> plt.Figure:
+def ltd_figure(decoded: Decoded, tokenizer, row: int = 0, top_k: int = 15) -> plt.Figure:
     """OpenLTG Fig. 4: iteration 1's distribution at the probe position re-estimated at each T_t of Eq. 8 (flatter,
     then more peaked than at T = 1), and the entropy at that position through the actual decode, with LTD and at T = 1."""
-    stats = D.ltd_entropies(decoded, row)
+    stats = ltd_entropies(decoded, row)
     trace = decoded.trace
     first_logits = trace[0].probe_logits[row]
     ids = first_logits.topk(top_k).indices
@@ -130,18 +134,19 @@ def ltd_figure(decoded: D.Decoded, tokenizer, row: int = 0, top_k: int = 15) -> 
     return fig
 
 
-def decoding_view(backend: D.MaskedLM, prompt: torch.Tensor, beta: float = 1.8, iterations: int = 8, window: int = 64,
-                  top_p: float = 0.9, length: int = 32, probe_position: int = 7, seed: int = 0,
-                  ltd: bool = True, dswa: bool = True) -> plt.Figure:
+def decoding_view(backend: MaskedLM, prompt: torch.Tensor, beta: float = 1.8, iterations: int = 8,
+                  window: int = M.DSWA_FIXED_WINDOW, top_p: float = 0.9, length: int = 32, probe_position: int = 7,
+                  seed: int = 0, ltd: bool = True, dswa: bool = True) -> plt.Figure:
     """Widget: rerun mask-predict with β, T, S_fix and top-p, and show the trace (Fig. 2 style)."""
-    config = D.DecodeConfig(iterations=int(iterations), beta=beta, top_p=top_p, fixed_window=int(window), ltd=ltd,
-                            dswa=dswa, probe_position=min(int(probe_position), int(length) - 1))
-    decoded = D.mask_predict(backend, prompt, int(length), config, seed=seed)
+    config = DecodeConfig(iterations=int(iterations), beta=beta, top_p=top_p, fixed_window=int(window), ltd=ltd,
+                          dswa=dswa, probe_position=min(int(probe_position), int(length) - 1))
+    decoded = mask_predict(backend, prompt, int(length), config, seed=seed)
     return trace_figure(decoded, backend.tokenizer)
 
 
-def generation_masks_figure(backend: D.MaskedLM, source_length: int = 5, target_length: int = 14,
-                            fixed_window: int = 8, alpha_min: float = 0.125, alpha_max: float = 0.75) -> plt.Figure:
+def generation_masks_figure(backend: MaskedLM, source_length: int = 5, target_length: int = 14,
+                            fixed_window: int = 8, alpha_min: float = M.DSWA_ALPHA_MIN,
+                            alpha_max: float = M.DSWA_ALPHA_MAX) -> plt.Figure:
     """The masks mask-predict feeds the model: no DSWA, and DSWA in the first and last layer (Eq. 7)."""
     length = source_length + target_length
     schedule = M.dswa_window_schedule(backend.num_layers, fixed_window, alpha_min, alpha_max)
@@ -151,7 +156,7 @@ def generation_masks_figure(backend: D.MaskedLM, source_length: int = 5, target_
     labels = [f"p{i}" for i in range(source_length)] + [f"t{i}" for i in range(target_length)]
     kind = (torch.arange(length) >= source_length - backend.offset).long()
     for ax, (title, window) in zip(axes, panels):
-        mask = D.generation_mask(source_length, window)
+        mask = generation_mask(source_length, window)
         draw_mask(ax, M.dense(mask, length), title, query_kind=kind, labels=labels)
     fig.suptitle(f"{backend.kind} backend: output at l - {backend.offset} predicts token l; green rows predict targets",
                  fontsize=9)
@@ -161,7 +166,7 @@ def generation_masks_figure(backend: D.MaskedLM, source_length: int = 5, target_
 
 def ablation_figure(table, paper_dataset: str, lr_n: int) -> plt.Figure:
     """Table 6 as bars: our LR-n, D-4 and perplexity per system, the paper's values as black ticks."""
-    paper = {**D.PAPER_TABLE6[paper_dataset], **D.PAPER_TABLE4[paper_dataset]}
+    paper = {**PAPER_TABLE6[paper_dataset], **PAPER_TABLE4[paper_dataset]}
     metrics = [(f"LR-{lr_n}", "Rep", f"LR-{lr_n} (%) ↓"), ("D-4", "Dist", "Distinct-4 (%) ↑"), ("PPL", "PPL", "perplexity")]
     names = list(table.index)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -184,7 +189,7 @@ def speed_figure(rows: Sequence[dict], device_label: str = "") -> plt.Figure:
     import pandas as pd
 
     frame = pd.DataFrame(list(rows)).groupby(["method", "iterations", "length"], as_index=False)["tokens_per_s"].median()
-    ratios = D.speed_ratios(list(rows))  # median over timing seeds
+    ratios = speed_ratios(list(rows))  # median over timing seeds
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     for steps, group in frame[frame.method == "mask-predict"].groupby("iterations"):
         left.plot(group.length, group.tokens_per_s, marker="o", label=f"mask-predict T={steps}")

@@ -1,4 +1,4 @@
-"""Mask-predict with LTD and DSWA (seed 002 §3.1, §4.1-4.3, Eq. 6-8; App. B; Eq. 5).
+"""Mask-predict with LTD and DSWA (seed 002 §3.1, §4.1-4.3, Eq. 6-8; App. B), the nucleus sampler and the AR baseline.
 
 A deterministic stand-in masked LM checks the schedule exactly (re-mask counts, LTD temperatures,
 top-p); tiny random BERT, RoBERTa and Llama models check that both backends share one interface
@@ -6,19 +6,20 @@ and that DSWA confines what each prediction can see.
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 from dataclasses import replace
 
-import numpy as np
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, DynamicCache, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
 
 from helpers import attention
-from helpers import decoding as D
 from helpers.masked_lm import EncoderMLM, MaskedLM, MNTPDecoder
 from helpers import masks as M
-from helpers import models, profiles
+from helpers import models
+from helpers.papers.openltg import experiment, mechanism, settings
 
 VOCAB = 40
 MASK_ID = 0
@@ -77,7 +78,7 @@ def prompts_of(*lengths: int) -> list[torch.Tensor]:
 @pytest.mark.parametrize("length", [1, 5, 10, 17, 64])
 @pytest.mark.parametrize("iterations", [1, 2, 3, 4, 8, 10])
 def test_remask_count_is_mask_predicts_linear_schedule(length, iterations):
-    counts = [D.remask_count(length, t, iterations) for t in range(iterations)]
+    counts = [mechanism.remask_count(length, t, iterations) for t in range(iterations)]
     assert counts == [math.floor(length * (iterations - (t + 1)) / iterations) for t in range(iterations)]
     assert counts[-1] == 0
     assert all(a >= b for a, b in zip(counts, counts[1:]))
@@ -86,8 +87,8 @@ def test_remask_count_is_mask_predicts_linear_schedule(length, iterations):
 @pytest.mark.parametrize("update_all", [False, True])
 def test_each_iteration_remasks_exactly_the_scheduled_number(update_all):
     backend = ToyMaskedLM()
-    config = D.DecodeConfig(iterations=4, update_all=update_all)
-    decoded = D.mask_predict(backend, prompts_of(3, 5), 10, config)
+    config = mechanism.DecodeConfig(iterations=4, update_all=update_all)
+    decoded = mechanism.mask_predict(backend, prompts_of(3, 5), 10, config)
     assert [it.masked.sum(1).tolist() for it in decoded.trace] == [[10, 10], [7, 7], [5, 5], [2, 2]]
     assert [it.remasked.sum(1).tolist() for it in decoded.trace] == [[7, 7], [5, 5], [2, 2], [0, 0]]
     asked = [len(call["cols"]) for call in backend.calls]
@@ -96,7 +97,7 @@ def test_each_iteration_remasks_exactly_the_scheduled_number(update_all):
 
 
 def test_remasked_tokens_are_the_lowest_confidence_ones():
-    decoded = D.mask_predict(ToyMaskedLM(), prompts_of(4, 2, 6), 16, D.DecodeConfig(iterations=5, update_all=False))
+    decoded = mechanism.mask_predict(ToyMaskedLM(), prompts_of(4, 2, 6), 16, mechanism.DecodeConfig(iterations=5, update_all=False))
     for iteration in decoded.trace[:-1]:
         for row in range(3):
             confidences, chosen = iteration.confidences[row], iteration.remasked[row]
@@ -105,7 +106,7 @@ def test_remasked_tokens_are_the_lowest_confidence_ones():
 
 def test_without_smart_only_masked_positions_change_and_inputs_carry_the_masks():
     backend = ToyMaskedLM()
-    decoded = D.mask_predict(backend, prompts_of(3), 12, D.DecodeConfig(iterations=4, update_all=False))
+    decoded = mechanism.mask_predict(backend, prompts_of(3), 12, mechanism.DecodeConfig(iterations=4, update_all=False))
     for before, after in zip(decoded.trace, decoded.trace[1:]):
         kept = ~after.masked[0]
         assert torch.equal(after.tokens[0][kept], before.tokens[0][kept])
@@ -115,30 +116,30 @@ def test_without_smart_only_masked_positions_change_and_inputs_carry_the_masks()
 
 
 def test_ltd_temperatures_follow_eq8():
-    config = D.DecodeConfig(iterations=8, beta=1.8)
-    decoded = D.mask_predict(ToyMaskedLM(), prompts_of(3), 8, config)
+    config = mechanism.DecodeConfig(iterations=8, beta=1.8)
+    decoded = mechanism.mask_predict(ToyMaskedLM(), prompts_of(3), 8, config)
     assert [it.temperature for it in decoded.trace] == pytest.approx([1.8 * (1 - t / 8) for t in range(8)])
-    flat = D.mask_predict(ToyMaskedLM(), prompts_of(3), 8, D.DecodeConfig(iterations=8, ltd=False, temperature=1.0))
+    flat = mechanism.mask_predict(ToyMaskedLM(), prompts_of(3), 8, mechanism.DecodeConfig(iterations=8, ltd=False, temperature=1.0))
     assert [it.temperature for it in flat.trace] == [1.0] * 8
 
 
 def test_ltd_flattens_early_and_sharpens_late():
     """§4.2: 'flattened when T > 1, and become sharp when T < 1', from peaked to flat to peaked."""
     logits = ToyMaskedLM._seeded_logits(7)
-    temperatures = [D.ltd_temperature(t, 8, 1.8) for t in range(8)]
-    entropies = [D.entropy(logits, temperature) for temperature in temperatures]
-    assert entropies[0] > D.entropy(logits, 1.0) > entropies[-1]
+    temperatures = [mechanism.ltd_temperature(t, 8, 1.8) for t in range(8)]
+    entropies = [experiment.entropy(logits, temperature) for temperature in temperatures]
+    assert entropies[0] > experiment.entropy(logits, 1.0) > entropies[-1]
     assert all(a > b for a, b in zip(entropies, entropies[1:]))
 
 
 def test_probe_records_the_raw_logits_at_every_iteration():
     backend = ToyMaskedLM()
-    decoded = D.mask_predict(backend, prompts_of(4), 9, D.DecodeConfig(iterations=3, update_all=False, probe_position=5))
+    decoded = mechanism.mask_predict(backend, prompts_of(4), 9, mechanism.DecodeConfig(iterations=3, update_all=False, probe_position=5))
     expected = backend.logits_for_column(4 + 5)
     expected[MASK_ID] = -float("inf")  # what sampling sees: banned tokens removed
     for iteration in decoded.trace:
         assert torch.equal(iteration.probe_logits[0], expected)
-    stats = D.ltd_entropies(decoded)
+    stats = experiment.ltd_entropies(decoded)
     assert [s["temperature"] for s in stats] == pytest.approx([1.8, 1.2, 0.6])
 
 
@@ -147,10 +148,10 @@ def test_probe_records_the_raw_logits_at_every_iteration():
 
 def test_top_p_filter_keeps_the_smallest_nucleus_and_renormalises():
     probs = torch.tensor([[0.05, 0.5, 0.15, 0.3]])
-    assert torch.allclose(D.top_p_filter(probs, 0.9), torch.tensor([[0.0, 0.5, 0.15, 0.3]]) / 0.95)
-    assert torch.allclose(D.top_p_filter(probs, 0.4), torch.tensor([[0.0, 1.0, 0.0, 0.0]]))
-    assert torch.allclose(D.top_p_filter(probs, 0.7), torch.tensor([[0.0, 0.5, 0.0, 0.3]]) / 0.8)
-    assert torch.allclose(D.top_p_filter(probs, 1.0), probs)
+    assert torch.allclose(mechanism.top_p_filter(probs, 0.9), torch.tensor([[0.0, 0.5, 0.15, 0.3]]) / 0.95)
+    assert torch.allclose(mechanism.top_p_filter(probs, 0.4), torch.tensor([[0.0, 1.0, 0.0, 0.0]]))
+    assert torch.allclose(mechanism.top_p_filter(probs, 0.7), torch.tensor([[0.0, 0.5, 0.0, 0.3]]) / 0.8)
+    assert torch.allclose(mechanism.top_p_filter(probs, 1.0), probs)
 
 
 def _fixed_distribution(column: int) -> torch.Tensor:
@@ -162,19 +163,19 @@ def _fixed_distribution(column: int) -> torch.Tensor:
 
 def test_sampling_stays_inside_the_top_p_nucleus_with_its_renormalised_frequencies():
     backend = ToyMaskedLM(_fixed_distribution, max_positions=8192)
-    config = D.DecodeConfig(iterations=1, ltd=False, temperature=1.0, top_p=0.9)
-    tokens = D.mask_predict(backend, prompts_of(2), 4000, config, seed=3).tokens.flatten()
+    config = mechanism.DecodeConfig(iterations=1, ltd=False, temperature=1.0, top_p=0.9)
+    tokens = mechanism.mask_predict(backend, prompts_of(2), 4000, config, seed=3).tokens.flatten()
     assert set(tokens.tolist()) <= {5, 6, 7}  # 8 lies outside the 0.9 nucleus; MASK_ID is banned
     frequencies = torch.bincount(tokens, minlength=VOCAB)[[5, 6, 7]].float() / tokens.numel()
     assert torch.allclose(frequencies, torch.tensor([0.5, 0.3, 0.15]) / 0.95, atol=0.03)
 
 
-@pytest.mark.parametrize("rounds", [D.REJECTION_ROUNDS, 0])  # rejection sampling, and the sorting fallback
+@pytest.mark.parametrize("rounds", [mechanism.REJECTION_ROUNDS, 0])  # rejection sampling, and the sorting fallback
 def test_nucleus_sampler_draws_from_the_renormalised_nucleus(rounds, monkeypatch):
-    monkeypatch.setattr(D, "REJECTION_ROUNDS", rounds)
+    monkeypatch.setattr(mechanism, "REJECTION_ROUNDS", rounds)
     logits = 2.0 * torch.randn(1, 30, generator=torch.Generator().manual_seed(1))
-    expected = D.top_p_filter(torch.softmax(logits / 0.8, -1), 0.7)[0]
-    tokens, confidences = D.sample_tokens(logits.expand(40_000, -1), 0.8, 0.7, torch.Generator().manual_seed(2))
+    expected = mechanism.top_p_filter(torch.softmax(logits / 0.8, -1), 0.7)[0]
+    tokens, confidences = mechanism.sample_tokens(logits.expand(40_000, -1), 0.8, 0.7, torch.Generator().manual_seed(2))
     frequencies = torch.bincount(tokens, minlength=30).float() / tokens.numel()
     assert frequencies[expected == 0].sum() == 0  # never outside the nucleus
     assert torch.allclose(frequencies, expected, atol=0.01)
@@ -183,8 +184,8 @@ def test_nucleus_sampler_draws_from_the_renormalised_nucleus(rounds, monkeypatch
 
 def test_top_p_below_the_top_token_mass_is_greedy():
     backend = ToyMaskedLM(_fixed_distribution)
-    config = D.DecodeConfig(iterations=1, ltd=False, top_p=0.3)
-    assert set(D.mask_predict(backend, prompts_of(2), 200, config).tokens.flatten().tolist()) == {5}
+    config = mechanism.DecodeConfig(iterations=1, ltd=False, top_p=0.3)
+    assert set(mechanism.mask_predict(backend, prompts_of(2), 200, config).tokens.flatten().tolist()) == {5}
 
 
 # --------------------------------------------------------------------------- bad inputs
@@ -196,33 +197,33 @@ def test_top_p_below_the_top_token_mass_is_greedy():
                                            ({"fixed_window": 0}, "fixed_window"), ({"alpha_min": 1.5}, "alpha_min")])
 def test_bad_decode_settings_name_the_argument(changes, name):
     with pytest.raises(ValueError, match=name):
-        D.DecodeConfig(**changes)
+        mechanism.DecodeConfig(**changes)
 
 
 @pytest.mark.parametrize("length", [0, -4])
 def test_a_length_below_one_is_rejected(length):
     with pytest.raises(ValueError, match="length"):
-        D.mask_predict(ToyMaskedLM(), prompts_of(3), length)
+        mechanism.mask_predict(ToyMaskedLM(), prompts_of(3), length)
 
 
 def test_prompt_plus_length_beyond_the_positions_is_rejected():
     backend = ToyMaskedLM(max_positions=32)
-    D.mask_predict(backend, prompts_of(12), 20, D.DecodeConfig(iterations=1))  # exactly 32 fits
+    mechanism.mask_predict(backend, prompts_of(12), 20, mechanism.DecodeConfig(iterations=1))  # exactly 32 fits
     with pytest.raises(ValueError, match="exceeds the model's 32 positions"):
-        D.mask_predict(backend, prompts_of(12), 21)
+        mechanism.mask_predict(backend, prompts_of(12), 21)
     with pytest.raises(ValueError, match="prompts\\[1\\] is empty"):
-        D.mask_predict(backend, [torch.tensor([3]), torch.tensor([], dtype=torch.long)], 4)
+        mechanism.mask_predict(backend, [torch.tensor([3]), torch.tensor([], dtype=torch.long)], 4)
 
 
 def test_schedule_helpers_reject_bad_values():
     with pytest.raises(ValueError, match="iterations"):
-        D.ltd_temperature(0, 0, 1.0)
+        mechanism.ltd_temperature(0, 0, 1.0)
     with pytest.raises(ValueError, match="beta"):
-        D.ltd_temperature(0, 4, 0.0)
+        mechanism.ltd_temperature(0, 4, 0.0)
     with pytest.raises(ValueError, match="step"):
-        D.remask_count(10, 4, 4)
+        mechanism.remask_count(10, 4, 4)
     with pytest.raises(ValueError, match="top_p"):
-        D.top_p_filter(torch.ones(1, 3) / 3, 0.0)
+        mechanism.top_p_filter(torch.ones(1, 3) / 3, 0.0)
 
 
 # --------------------------------------------------------------------------- masks
@@ -238,20 +239,20 @@ def test_generation_mask_against_a_double_loop(source, window):
     for q in range(length):
         for k in range(length):
             expected[q, k] = k < source or (q >= source and k >= source and abs(q - k) <= half)
-    assert torch.equal(M.dense(D.generation_mask(source, window), length), expected)
+    assert torch.equal(M.dense(mechanism.generation_mask(source, window), length), expected)
 
 
 def test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask():
     backend = ToyMaskedLM(num_layers=6)
-    config = D.DecodeConfig(iterations=1, fixed_window=16)
-    D.mask_predict(backend, prompts_of(3, 4), 20, config)
+    config = mechanism.DecodeConfig(iterations=1, fixed_window=16)
+    mechanism.mask_predict(backend, prompts_of(3, 4), 20, config)
     layer_masks = backend.calls[-1]["layer_masks"]
     schedule = M.dswa_window_schedule(6, 16)
     assert len(layer_masks) == 6 and backend.calls[-1]["mask"] is None
     for layer_mask, window in zip(layer_masks, schedule):
         for row_mask, source in zip(layer_mask, (3, 4)):
-            assert torch.equal(M.dense(row_mask, 24), M.dense(D.generation_mask(source, window), 24))
-    D.mask_predict(backend, prompts_of(3), 5, D.DecodeConfig(iterations=1, dswa=False))
+            assert torch.equal(M.dense(row_mask, 24), M.dense(mechanism.generation_mask(source, window), 24))
+    mechanism.mask_predict(backend, prompts_of(3), 5, mechanism.DecodeConfig(iterations=1, dswa=False))
     assert backend.calls[-1]["layer_masks"] is None and len(backend.calls[-1]["mask"]) == 1
 
 
@@ -279,8 +280,8 @@ BACKENDS = {"bert": lambda: _encoder("bert"), "roberta": lambda: _encoder("rober
 def test_both_backends_decode_through_one_interface(name):
     backend = BACKENDS[name]()
     prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
-    for config in (D.DecodeConfig(iterations=3, fixed_window=8), D.DecodeConfig(iterations=3, dswa=False, update_all=False)):
-        decoded = D.mask_predict(backend, prompts, 9, config, seed=1)
+    for config in (mechanism.DecodeConfig(iterations=3, fixed_window=8), mechanism.DecodeConfig(iterations=3, dswa=False, update_all=False)):
+        decoded = mechanism.mask_predict(backend, prompts, 9, config, seed=1)
         assert [it.masked.sum(1).tolist() for it in decoded.trace] == [[9, 9], [6, 6], [3, 3]]
         assert decoded.tokens.shape == (2, 9)
         assert not torch.isin(decoded.tokens, torch.tensor(backend.banned_ids)).any()
@@ -294,8 +295,8 @@ def test_dswa_confines_a_prediction_to_its_window_while_the_prompt_stays_visible
     source, length = 4, 40
     ids = torch.cat([torch.tensor([5, 9, 12, 7]), torch.randint(2, VOCAB, (length,), generator=torch.Generator().manual_seed(0))])[None]
     padding = torch.ones_like(ids)
-    config = D.DecodeConfig(fixed_window=8)  # 2 layers: windows 3 and 1, so a change reaches at most 1 position
-    routing = D.attention_masks(backend, [source], config)
+    config = mechanism.DecodeConfig(fixed_window=8)  # 2 layers: windows 3 and 1, so a change reaches at most 1 position
+    routing = mechanism.attention_masks(backend, [source], config)
     column = torch.tensor([source + 5])
     before = backend.predict(ids, padding, torch.tensor([0]), column, **routing)
 
@@ -307,7 +308,7 @@ def test_dswa_confines_a_prediction_to_its_window_while_the_prompt_stays_visible
     assert moved(source + 30, 3) == 0.0  # a far target: outside every window
     assert moved(1, 3) > 0.0  # the prompt
     assert moved(int(column) - backend.offset + 1, 3) > 0.0  # the neighbour inside the first layer's window
-    no_dswa = D.attention_masks(backend, [source], D.DecodeConfig(dswa=False))
+    no_dswa = mechanism.attention_masks(backend, [source], mechanism.DecodeConfig(dswa=False))
     far = ids.clone()
     far[0, source + 30] = 3
     full_before = backend.predict(ids, padding, torch.tensor([0]), column, **no_dswa)
@@ -319,7 +320,7 @@ def test_mntp_backend_predicts_token_l_from_output_l_minus_1():
     backend = _mntp()
     ids = torch.tensor([[5, 9, 12, 7, 0, 0, 0, 0]])
     padding = torch.ones_like(ids)
-    mask = D.generation_mask(4, None)
+    mask = mechanism.generation_mask(4, None)
     logits = backend.predict(ids, padding, torch.tensor([0, 0]), torch.tensor([4, 6]), mask=[mask])
     full = attention.forward_with_mask(backend.model, ids, [mask], padding_mask=padding).logits[0]
     assert torch.allclose(logits, full[[3, 5]], atol=1e-5)
@@ -339,25 +340,25 @@ def test_roberta_positions_start_after_the_padding_index():
 def test_left_padding_gives_each_row_the_result_it_gets_alone():
     backend = _mntp()
     prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
-    routing = D.attention_masks(backend, [4, 2], D.DecodeConfig(fixed_window=8))
-    ids, padding = D.left_padded(prompts, 6, MASK_ID, PAD_ID)
+    routing = mechanism.attention_masks(backend, [4, 2], mechanism.DecodeConfig(fixed_window=8))
+    ids, padding = mechanism.left_padded(prompts, 6, MASK_ID, PAD_ID)
     cols = torch.arange(4, 10)
     together = backend.predict(ids, padding, torch.ones(6, dtype=torch.long), cols, **routing)
-    alone_ids, alone_padding = D.left_padded(prompts[1:], 6, MASK_ID, PAD_ID)
+    alone_ids, alone_padding = mechanism.left_padded(prompts[1:], 6, MASK_ID, PAD_ID)
     alone = backend.predict(alone_ids, alone_padding, torch.zeros(6, dtype=torch.long), torch.arange(2, 8),
-                            **D.attention_masks(backend, [2], D.DecodeConfig(fixed_window=8)))
+                            **mechanism.attention_masks(backend, [2], mechanism.DecodeConfig(fixed_window=8)))
     assert torch.allclose(together, alone, atol=1e-4)
 
 
-# --------------------------------------------------------------------------- AR baseline, perplexity
+# --------------------------------------------------------------------------- AR baseline
 
 
 def test_kv_cache_generation_matches_recomputing_the_whole_prefix():
     torch.manual_seed(0)
     model = LlamaForCausalLM(models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)).eval()
     prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
-    cached = D.autoregressive_generate(model, prompts, 8, temperature=1e-4, top_p=1.0, pad_id=PAD_ID, banned_ids=[MASK_ID])
-    ids, padding = D.left_padded(prompts, 0, PAD_ID, PAD_ID)
+    cached = mechanism.autoregressive_generate(model, prompts, 8, temperature=1e-4, top_p=1.0, pad_id=PAD_ID, banned_ids=[MASK_ID])
+    ids, padding = mechanism.left_padded(prompts, 0, PAD_ID, PAD_ID)
     with torch.no_grad():
         for step in range(8):
             logits = model(input_ids=ids, attention_mask=padding, position_ids=M.content_positions(padding)).logits[:, -1]
@@ -368,108 +369,19 @@ def test_kv_cache_generation_matches_recomputing_the_whole_prefix():
             padding = torch.cat([padding, torch.ones_like(padding[:, :1])], 1)
 
 
-def test_continuation_perplexity_is_the_mean_nll_of_the_continuation_tokens():
-    try:
-        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
-    except models.MissingAssetError as error:
-        pytest.skip(f"embedded tokenizer not fetched: {error}")
-    prompts, continuations = ["It is a truth", "Emma Woodhouse"], ["universally acknowledged.", "handsome, clever, and rich"]
-    nll, count = D.continuation_nll(model, tokenizer, prompts, continuations, batch_size=2)
-    expected, tokens = 0.0, 0
-    for prompt, continuation in zip(prompts, continuations):
-        source = tokenizer(prompt, add_special_tokens=False).input_ids
-        target = tokenizer(" " + continuation, add_special_tokens=False).input_ids
-        with torch.no_grad():
-            logits = model(torch.tensor([source + target])).logits[0]
-        predicted = logits[len(source) - 1:-1]
-        expected += float(torch.nn.functional.cross_entropy(predicted, torch.tensor(target), reduction="sum"))
-        tokens += len(target)
-    assert count == tokens
-    assert nll == pytest.approx(expected, rel=1e-4)
-
-
-# --------------------------------------------------------------------------- App. B, Eq. 5, metrics, settings
+# --------------------------------------------------------------------------- App. B
 
 
 def test_recurrent_segments_condition_each_segment_on_the_ones_before():
     backend = ToyMaskedLM()
-    segments = D.recurrent_mask_predict(backend, prompts_of(3), 10, 3, D.DecodeConfig(iterations=2))
-    assert D.segment_lengths(10, 3) == [4, 3, 3]
+    segments = mechanism.recurrent_mask_predict(backend, prompts_of(3), 10, 3, mechanism.DecodeConfig(iterations=2))
+    assert mechanism.segment_lengths(10, 3) == [4, 3, 3]
     assert [s.tokens.shape[1] for s in segments] == [4, 3, 3]
     assert [s.trace[0].masked.sum().item() for s in segments] == [4, 3, 3]
     assert torch.equal(segments[1].prompts[0], torch.cat([prompts_of(3)[0], segments[0].tokens[0]]))
-    assert D.joined_tokens(segments).shape == (1, 10)
+    assert mechanism.joined_tokens(segments).shape == (1, 10)
     with pytest.raises(ValueError, match="segments"):
-        D.segment_lengths(3, 4)
-
-
-def test_length_predictor_learns_a_linear_rule_then_offsets_and_clips():
-    rng = np.random.default_rng(0)
-    features = rng.normal(size=(300, 6))
-    lengths = np.clip(np.rint(60 + 15 * features[:, 2]), 1, None)
-    predictor = D.LengthPredictor(max_length=200, ridge=1e-3).fit(features[:200], lengths[:200])
-    assert np.abs(predictor.predict(features[200:]) - lengths[200:]).mean() < 1.0
-    shifted = D.LengthPredictor(max_length=200, offset=-20, ridge=1e-3).fit(features[:200], lengths[:200])
-    assert np.abs(shifted.predict(features[200:]) - np.clip(lengths[200:] - 20, 1, 200)).mean() < 1.0
-    assert D.LengthPredictor(max_length=50, ridge=1e-3).fit(features, lengths).predict(features).max() <= 50
-    scores = D.length_strategies(features[:200], lengths[:200], features[200:], lengths[200:], max_length=200)
-    table = scores.table
-    assert table.loc["Prediction", "mean |error|"] < table.loc["Fixed", "mean |error|"]
-    assert table.loc["Fixed", "mean length"] == np.median(lengths[:200])  # the median minimises the mean |error|
-    for name in ("Fixed", "Prediction"):
-        assert table.loc[name, "low"] <= table.loc[name, "mean |error|"] <= table.loc[name, "high"]
-        assert table.loc[name, "mean |error|"] == pytest.approx(scores.errors[name].mean())
-    assert scores.alpha <= 1.0  # a real linear rule: cross-validation keeps the fit
-
-
-def test_cross_validation_regularises_a_predictor_that_only_fits_noise():
-    """Many noise features and few prompts: the unregularised fit memorises the training lengths; the
-    cross-validated α does not, and its held-out error is no worse than the fixed median's by much."""
-    rng = np.random.default_rng(1)
-    features, lengths = rng.normal(size=(120, 80)), rng.integers(20, 200, size=120)
-    loose = D.LengthPredictor(max_length=400, ridge=1e-6).fit(features[:80], lengths[:80])
-    assert np.abs(loose.predict(features[:80]) - lengths[:80]).mean() < 5  # memorised
-    scores = D.length_strategies(features[:80], lengths[:80], features[80:], lengths[80:], max_length=400)
-    assert scores.alpha >= 1e3
-    assert scores.table.loc["Prediction", "mean |error|"] < 1.2 * scores.table.loc["Fixed", "mean |error|"]
-
-
-class WordTokenizer:
-    vocabulary = ["the", ",", "garden", "of", "Emma", "."]
-
-    def decode(self, ids):
-        return " ".join(self.vocabulary[i] for i in ids)
-
-
-def test_function_word_share_counts_stop_words_and_punctuation():
-    probs = torch.tensor([0.3, 0.2, 0.25, 0.1, 0.1, 0.05])
-    share = D.function_word_share(WordTokenizer(), probs.log(), top_k=6)
-    assert share == pytest.approx(0.3 + 0.2 + 0.1 + 0.05)
-
-
-def test_speed_ratios_divide_by_ar_at_the_same_length():
-    rows = [{"method": "AR", "iterations": 0, "length": 64, "tokens_per_s": 10.0},
-            {"method": "AR", "iterations": 0, "length": 128, "tokens_per_s": 8.0},
-            {"method": "mask-predict", "iterations": 8, "length": 64, "tokens_per_s": 30.0},
-            {"method": "mask-predict", "iterations": 8, "length": 128, "tokens_per_s": 48.0}]
-    assert D.speed_ratios(rows).loc["T=8"].tolist() == [3.0, 6.0]
-    seeded = [dict(row, seed=seed, tokens_per_s=row["tokens_per_s"] * (1 + seed * (row["method"] == "AR")))
-              for row in rows for seed in (0, 1)]
-    assert D.speed_ratio_samples(seeded, 8, 128) == [6.0, 3.0]
-    assert D.speed_ratios(seeded).loc["T=8", 128] == 4.5  # the median over seeds of the per-seed ratios
-
-
-def test_settings_cover_every_profile_and_the_paper_entry_holds_section_5_1():
-    assert set(D.SETTINGS) == set(profiles.PROFILE_NAMES)
-    for name in profiles.PROFILE_NAMES:
-        assert profiles.settings_for("decoding", profiles.get(name)) is D.SETTINGS[name]
-    paper = D.SETTINGS["paper"]
-    assert (paper.iterations, paper.beta, paper.top_p, paper.fixed_window, paper.alpha_min, paper.alpha_max) == \
-        (8, 1.8, 0.9, 64, 0.125, 0.75)
-    assert paper.masked_lm == "FacebookAI/roberta-base"
-    for settings in D.SETTINGS.values():
-        settings.decode_config()  # every profile's settings are valid
-        assert settings.probe_position < settings.trace_length
+        mechanism.segment_lengths(3, 4)
 
 
 # --------------------------------------------------------------------------- the update rule (Mask-Predict, OpenLTG code)
@@ -479,10 +391,10 @@ def test_settings_cover_every_profile_and_the_paper_entry_holds_section_5_1():
 def test_by_default_a_kept_token_is_never_rewritten_and_keeps_its_score(name):
     """Masked-only updates: a token that survives re-masking keeps its id and its confidence in every later iteration."""
     backend = ToyMaskedLM() if name == "toy" else _mntp()
-    assert D.DecodeConfig().update_all is False and D.SETTINGS["cpu"].update_all is False
+    assert mechanism.DecodeConfig().update_all is False and settings.SETTINGS["cpu"].update_all is False
     length, iterations = 24, 6
-    decoded = D.mask_predict(backend, [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], length,
-                             D.DecodeConfig(iterations=iterations, fixed_window=8), seed=2)
+    decoded = mechanism.mask_predict(backend, [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], length,
+                             mechanism.DecodeConfig(iterations=iterations, fixed_window=8), seed=2)
     for step, (before, after) in enumerate(zip(decoded.trace, decoded.trace[1:])):
         kept = ~after.masked  # survived the re-masking after `before`
         assert torch.equal(after.tokens[kept], before.tokens[kept]), f"iteration {step + 1} rewrote a kept token"
@@ -493,12 +405,12 @@ def test_by_default_a_kept_token_is_never_rewritten_and_keeps_its_score(name):
 
 
 def test_smart_rewrites_kept_tokens_and_is_its_own_table6_row():
-    decoded = D.mask_predict(ToyMaskedLM(), prompts_of(3), 40, D.DecodeConfig(iterations=4, update_all=True), seed=1)
+    decoded = mechanism.mask_predict(ToyMaskedLM(), prompts_of(3), 40, mechanism.DecodeConfig(iterations=4, update_all=True), seed=1)
     rewritten = sum(int((b.tokens[~a.masked] != a.tokens[~a.masked]).sum()) for b, a in zip(decoded.trace, decoded.trace[1:]))
     assert rewritten > 0
-    rows = D.ablation_configs(D.DecodeConfig())
-    assert list(rows) == [*D.ABLATIONS, D.SMART_ROW]
-    assert rows[D.SMART_ROW].update_all and not any(rows[name].update_all for name in D.ABLATIONS)
+    rows = experiment.ablation_configs(mechanism.DecodeConfig())
+    assert list(rows) == [*experiment.ABLATIONS, experiment.SMART_ROW]
+    assert rows[experiment.SMART_ROW].update_all and not any(rows[name].update_all for name in experiment.ABLATIONS)
 
 
 # --------------------------------------------------------------------------- the closed source block (§4.1)
@@ -513,8 +425,8 @@ def test_no_target_reaches_a_prompt_row_and_each_reaches_only_what_the_windows_a
     source, length = 4, 24
     ids = torch.cat([torch.tensor([5, 9, 12, 7]), torch.randint(2, VOCAB, (length,), generator=torch.Generator().manual_seed(0))])[None]
     padding = torch.ones_like(ids)
-    config = D.DecodeConfig(fixed_window=8)  # 2 layers: windows 3 and 1
-    layer_masks = D.attention_masks(backend, [source], config)["layer_masks"]
+    config = mechanism.DecodeConfig(fixed_window=8)  # 2 layers: windows 3 and 1
+    layer_masks = mechanism.attention_masks(backend, [source], config)["layer_masks"]
     all_rows = torch.zeros(source + length, dtype=torch.long), torch.arange(source + length)
     logits = backend.predict(ids, padding, all_rows[0], all_rows[1].clamp(min=backend.offset), layer_masks=layer_masks)
     for target in range(0, length, 2):
@@ -542,9 +454,9 @@ def test_decoding_with_the_cached_prompt_equals_recomputing_it(name, dswa):
     backend = BACKENDS[name]()
     prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
     for update_all in (False, True):
-        config = D.DecodeConfig(iterations=4, fixed_window=8, dswa=dswa, update_all=update_all, probe_position=2)
-        cached = D.mask_predict(backend, prompts, 12, config, seed=3)
-        recomputed = D.mask_predict(backend, prompts, 12, replace(config, cache_prompt=False), seed=3)
+        config = mechanism.DecodeConfig(iterations=4, fixed_window=8, dswa=dswa, update_all=update_all, probe_position=2)
+        cached = mechanism.mask_predict(backend, prompts, 12, config, seed=3)
+        recomputed = mechanism.mask_predict(backend, prompts, 12, replace(config, cache_prompt=False), seed=3)
         assert torch.equal(cached.tokens, recomputed.tokens)
         for a, b in zip(cached.trace, recomputed.trace):
             assert torch.equal(a.masked, b.masked) and torch.equal(a.tokens, b.tokens)
@@ -557,8 +469,8 @@ def test_decoding_with_the_cached_prompt_equals_recomputing_it(name, dswa):
 def test_last_layer_source_states_are_each_layers_own_projection_of_the_prompts_last_states(name):
     """Eq. 3 and 6: every layer's keys and values for the prompt come from H_src^L, the prompt's last-layer states."""
     backend = BACKENDS[name]()
-    ids, padding = D.left_padded([torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], 6, MASK_ID, PAD_ID)
-    routing = D.attention_masks(backend, [4, 2], D.DecodeConfig(fixed_window=8))
+    ids, padding = mechanism.left_padded([torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], 6, MASK_ID, PAD_ID)
+    routing = mechanism.attention_masks(backend, [4, 2], mechanism.DecodeConfig(fixed_window=8))
     rendered = backend.render(padding, **routing)
     same = backend.encode_source(ids[:, :4], padding, rendered, states="same-layer")
     last = backend.encode_source(ids[:, :4], padding, rendered, states="last-layer")
@@ -577,46 +489,18 @@ def test_last_layer_source_states_are_each_layers_own_projection_of_the_prompts_
         assert torch.allclose(keys, cache.layers[index].keys, atol=1e-5)
         assert torch.allclose(values, cache.layers[index].values, atol=1e-5)
     assert not torch.allclose(same.layers[0][0], last.layers[0][0])  # layer 1 of the one stack sees embeddings
-    decoded = D.mask_predict(backend, [torch.tensor([5, 9, 12, 7])], 8, D.DecodeConfig(iterations=2, source_states="last-layer"))
+    decoded = mechanism.mask_predict(backend, [torch.tensor([5, 9, 12, 7])], 8, mechanism.DecodeConfig(iterations=2, source_states="last-layer"))
     assert decoded.tokens.shape == (1, 8)
     with pytest.raises(ValueError, match="source_states"):
-        D.DecodeConfig(source_states="first-layer")
+        mechanism.DecodeConfig(source_states="first-layer")
 
 
-# --------------------------------------------------------------------------- Table 6 metrics with intervals
+# --------------------------------------------------------------------------- the package's layering
 
 
-def test_bleu1_from_summed_statistics_is_sacrebleus_corpus_bleu1_and_rouge_l_is_rouge_scores():
-    from rouge_score import rouge_scorer
-    from sacrebleu.metrics import BLEU
-
-    hypotheses = ["the cat sat on the mat .", "a dog ran", "Emma was handsome , clever and rich ."]
-    references = ["the cat is on the mat .", "the dog ran away quickly", "Emma Woodhouse , handsome , clever , and rich"]
-    statistics = [D.bleu1_statistics(h, r) for h, r in zip(hypotheses, references)]
-    expected = BLEU(max_ngram_order=1, lowercase=True).corpus_score(hypotheses, [references]).score
-    assert D.corpus_bleu1(statistics) == pytest.approx(expected, abs=1e-6)
-    scorer = rouge_scorer.RougeScorer(["rougeL"])
-    assert D.rouge_l(hypotheses[0], references[0]) == pytest.approx(100 * scorer.score(references[0], hypotheses[0])["rougeL"].fmeasure)
-
-
-def test_table6_cells_carry_bootstrap_intervals_and_paired_differences_see_the_same_prompts():
-    try:
-        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
-    except models.MissingAssetError as error:
-        pytest.skip(f"embedded tokenizer not fetched: {error}")
-    prompts = [f"Prompt number {i} says" for i in range(6)]
-    references = [f"the garden was green and the house number {i} was quiet" for i in range(6)]
-    repeated = ["the the the the the the the the the the the the"] * 6
-    systems = {"echo": references, "varied": [f"a garden {i} was green near house {i}" for i in range(6)], "loop": repeated}
-    scores = D.evaluate_generations(systems, prompts, model, tokenizer, references=references, lr_n=2, resamples=200)
-    assert np.isnan(scores.values.loc["echo", "B-1"])  # the references themselves get no overlap score
-    assert scores.values.loc["loop", "LR-2"] == 100.0 and scores.values.loc["varied", "LR-2"] == 0.0
-    for system in ("varied", "loop"):
-        for metric in ("B-1", "R-L", "LR-2", "D-4", "PPL"):
-            assert scores.low.loc[system, metric] <= scores.values.loc[system, metric] <= scores.high.loc[system, metric]
-    value, low, high = D.paired_metric_difference(scores, "loop", "varied", "LR-2")
-    assert value == low == high == 100.0  # every prompt differs by the same amount: no resample can change it
-    nll, count = D.continuation_nll(model, tokenizer, prompts, repeated)
-    per_prompt = D.continuation_nlls(model, tokenizer, prompts, repeated)
-    assert scores.values.loc["loop", "PPL"] == pytest.approx(math.exp(nll / count))
-    assert sum(c for _, c in per_prompt) == count
+def test_mechanism_imports_no_experiment_report_or_figures():
+    tree = ast.parse(inspect.getsource(mechanism))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
+                 and node.module is None for alias in node.names}
+    assert not imported & {"experiment", "experiment_table6", "experiment_table7", "report", "figures"}

@@ -1,0 +1,188 @@
+"""Table 6 scored (OpenLTG §5.1, §5.3): B-1 and R-L against the human continuations, LR-n, D-4 and the perplexity
+of the continuation under a causal judge, each cell with a 95% bootstrap interval over prompts, and paired
+differences between systems on the same prompts.
+
+The paper's metrics (§5.1): corpus BLEU-1 (``sacrebleu``), ROUGE-L F1 (``rouge-score``), LR-n (the share of texts with
+a 4-gram repeated at least n times; LR-2 for ROC, LR-5 for WP), Distinct-4 and PPL under GPT-2.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ... import metrics, models
+from ...checks import whole_number
+
+_WORDS = re.compile(r"\w+|[^\w\s]")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words and punctuation marks: the units LR-n, Rep-n and Distinct-n count."""
+    return _WORDS.findall(text.lower())
+
+
+@torch.inference_mode()
+def continuation_nlls(model, tokenizer, prompts: Sequence[str], continuations: Sequence[str], *, batch_size: int = 8,
+                      desc: str = "perplexity") -> list[tuple[float, int]]:
+    """Per prompt: the summed negative log-likelihood of the continuation given the prompt under a causal LM, and
+    its token count. The LM head runs only at the positions that predict continuation tokens."""
+    if len(prompts) != len(continuations):
+        raise ValueError(f"prompts has {len(prompts)} texts but continuations has {len(continuations)}")
+    batch_size = whole_number(batch_size, "batch_size", 1, "texts per batch")
+    device = next(model.parameters()).device
+    limit = models.max_positions(model)
+    body = models.decoder_body(model)
+    head = model.get_output_embeddings()
+    out: list[tuple[float, int]] = []
+    for index in tqdm(range(0, len(prompts), batch_size), desc=desc):
+        pairs = []
+        for prompt, continuation in zip(prompts[index:index + batch_size], continuations[index:index + batch_size]):
+            source = tokenizer(prompt, add_special_tokens=False).input_ids
+            target = tokenizer(" " + continuation.strip(), add_special_tokens=False).input_ids if continuation.strip() else []
+            if not source:
+                source = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
+            pairs.append((source, target[:limit - len(source)]))
+        width = max(len(s) + len(t) for s, t in pairs)
+        ids = torch.full((len(pairs), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+        padding = torch.zeros_like(ids)
+        targets = torch.full_like(ids, -100)
+        for row, (source, target) in enumerate(pairs):
+            ids[row, :len(source) + len(target)] = torch.tensor(source + target)
+            padding[row, :len(source) + len(target)] = 1
+            targets[row, len(source):len(source) + len(target)] = torch.tensor(target, dtype=torch.long)
+        rows, cols = (targets[:, 1:] != -100).nonzero(as_tuple=True)
+        sums = torch.zeros(len(pairs), dtype=torch.float64)
+        if rows.numel():
+            hidden = body(input_ids=ids.to(device), attention_mask=padding.to(device)).last_hidden_state
+            logits = head(hidden[rows.to(device), cols.to(device)]).float()
+            gold = targets[:, 1:][rows, cols].to(device)
+            losses = torch.nn.functional.cross_entropy(logits, gold, reduction="none").double().cpu()
+            sums.index_add_(0, rows, losses)
+        out.extend((float(total), len(target)) for total, (_, target) in zip(sums, pairs))
+    return out
+
+
+def continuation_nll(model, tokenizer, prompts: Sequence[str], continuations: Sequence[str], *, batch_size: int = 8,
+                     desc: str = "perplexity") -> tuple[float, int]:
+    """Summed negative log-likelihood of every continuation given its prompt, and the token count (:func:`continuation_nlls`)."""
+    pairs = continuation_nlls(model, tokenizer, prompts, continuations, batch_size=batch_size, desc=desc)
+    return sum(total for total, _ in pairs), sum(count for _, count in pairs)
+
+
+def bleu1_statistics(hypothesis: str, reference: str) -> tuple[int, int, int, int]:
+    """sacrebleu's sufficient statistics for BLEU-1 of one text (13a tokens, lower-cased): clipped unigram
+    matches, hypothesis unigrams, hypothesis length, reference length. Summed over texts they give corpus BLEU-1."""
+    from sacrebleu.metrics import BLEU
+
+    score = BLEU(max_ngram_order=1, lowercase=True).corpus_score([hypothesis], [[reference]])
+    return int(score.counts[0]), int(score.totals[0]), int(score.sys_len), int(score.ref_len)
+
+
+def corpus_bleu1(statistics: Sequence[tuple[int, int, int, int]]) -> float:
+    """Corpus BLEU-1 (percent) from summed :func:`bleu1_statistics`: brevity penalty × clipped unigram precision."""
+    matches, total, hypothesis_length, reference_length = (sum(column) for column in zip(*statistics))
+    if total == 0:
+        return 0.0
+    brevity = 1.0 if hypothesis_length > reference_length else math.exp(1 - reference_length / max(hypothesis_length, 1))
+    return 100 * brevity * matches / total
+
+
+@functools.lru_cache(maxsize=1)
+def _rouge_l_scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"])
+
+
+def rouge_l(hypothesis: str, reference: str) -> float:
+    """ROUGE-L F1 (percent) of one text against its reference, from Google's ``rouge-score``."""
+    return 100 * _rouge_l_scorer().score(reference, hypothesis)["rougeL"].fmeasure
+
+
+@dataclass
+class Table6Scores:
+    """Table 6 with error bars: each cell's value, its 95% bootstrap interval over prompts, and the per-prompt
+    quantities behind it (for paired comparisons). ``values``/``low``/``high`` are systems × metrics tables."""
+
+    values: object
+    low: object
+    high: object
+    per_prompt: dict
+    n: int
+    lr_n: int
+    resamples: int
+
+    def cell(self, system: str, metric: str) -> str:
+        return (f"{self.values.loc[system, metric]:.1f} [{self.low.loc[system, metric]:.1f}, "
+                f"{self.high.loc[system, metric]:.1f}]")
+
+    def display(self):
+        """One string per cell, ``value [low, high]``."""
+        return self.values.apply(lambda column: [self.cell(system, column.name) if np.isfinite(self.values.loc[system, column.name])
+                                                 else "—" for system in self.values.index])
+
+
+def _table6_statistics(lr_n: int) -> dict:
+    """Each metric as a statistic of a list of per-prompt records (so the bootstrap resamples prompts)."""
+    return {"B-1": lambda sample: corpus_bleu1([record["bleu1"] for record in sample]),
+            "R-L": lambda sample: float(np.mean([record["rouge_l"] for record in sample])),
+            f"LR-{lr_n}": lambda sample: 100 * float(np.mean([record["lr"] for record in sample])),
+            "D-4": lambda sample: 100 * float(np.mean([record["distinct4"] for record in sample])),
+            "PPL": lambda sample: math.exp(sum(r["nll"] for r in sample) / max(sum(r["tokens"] for r in sample), 1))}
+
+
+def evaluate_generations(systems: dict[str, Sequence[str]], prompts: Sequence[str], judge, judge_tokenizer, *,
+                         references: Sequence[str], lr_n: int = 5, batch_size: int = 8, resamples: int = 1000,
+                         seed: int = 0) -> Table6Scores:
+    """Table 6 for our runs, one row per system: B-1 (corpus BLEU-1, sacrebleu) and R-L (ROUGE-L F1, rouge-score)
+    against ``references`` (the human continuations), LR-n, D-4 (percent) and the perplexity of the continuation
+    given the prompt under the causal ``judge``. Every cell gets a 95% percentile-bootstrap interval over prompts
+    (:func:`helpers.metrics.bootstrap_interval`, ``resamples`` draws). D-4 is each text's distinct 4-grams over its
+    4-grams, averaged over prompts (= 100 - MAGNET's Rep-4): the corpus-level ratio changes with the number of
+    texts, so resampling prompts (duplicates included) would bias its interval. The references themselves
+    ("Ground truth") get no B-1/R-L."""
+    import pandas as pd
+
+    if len(references) != len(prompts):
+        raise ValueError(f"references has {len(references)} texts but there are {len(prompts)} prompts")
+    statistics = _table6_statistics(lr_n)
+    per_prompt, values, low, high = {}, {}, {}, {}
+    for name, texts in systems.items():
+        if len(texts) != len(prompts):
+            raise ValueError(f"systems[{name!r}] has {len(texts)} texts but there are {len(prompts)} prompts")
+        nlls = continuation_nlls(judge, judge_tokenizer, prompts, texts, batch_size=batch_size, desc=f"PPL {name}")
+        if sum(count for _, count in nlls) == 0:
+            raise ValueError(f"systems[{name!r}] holds only empty texts; there is nothing to score")
+        is_reference = list(texts) == list(references)
+        records = []
+        for text, reference, (nll, count) in zip(texts, references, nlls):
+            units = words(text)
+            records.append({"bleu1": bleu1_statistics(text, reference), "rouge_l": rouge_l(text, reference),
+                            "lr": metrics.lexical_repetition([units], n=lr_n, gram=4),
+                            "distinct4": metrics.distinct_n([units], 4), "nll": nll, "tokens": count})
+        per_prompt[name] = records
+        values[name], low[name], high[name] = {}, {}, {}
+        for metric, statistic in statistics.items():
+            if is_reference and metric in ("B-1", "R-L"):
+                values[name][metric] = low[name][metric] = high[name][metric] = float("nan")
+                continue
+            values[name][metric], low[name][metric], high[name][metric] = metrics.bootstrap_interval(
+                records, statistic, resamples=resamples, seed=seed)
+    frame = lambda table: pd.DataFrame(table).T
+    return Table6Scores(frame(values), frame(low), frame(high), per_prompt, len(prompts), lr_n, resamples)
+
+
+def paired_metric_difference(scores: Table6Scores, first: str, second: str, metric: str, *, seed: int = 0):
+    """``(value, low, high)``: ``metric(first) - metric(second)`` over the same prompts, with a paired bootstrap
+    (each resample draws the same prompts for both systems)."""
+    statistic = _table6_statistics(scores.lr_n)[metric]
+    pairs = list(zip(scores.per_prompt[first], scores.per_prompt[second]))
+    return metrics.bootstrap_interval(pairs, lambda sample: statistic([a for a, _ in sample]) - statistic([b for _, b in sample]),
+                                      resamples=scores.resamples, seed=seed)

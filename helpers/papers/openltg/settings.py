@@ -1,0 +1,69 @@
+"""Notebook 05's sizes, one :class:`OpenLTGSettings` per profile (:data:`SETTINGS`, read by
+:func:`helpers.profiles.settings_for`). The ``paper`` entry holds OpenLTG's §5.1 values."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ... import masks as M
+from ...masked_lm import MNTP
+from .mechanism import DecodeConfig
+
+
+@dataclass(frozen=True)
+class OpenLTGSettings:
+    """Every size notebook 05 uses. The ``paper`` entry holds OpenLTG's §5.1 values."""
+
+    num_prompts: int  # Table 6 prompts
+    target_length: int  # N, fixed length (§3.1 "Fixed Length")
+    batch_size: int
+    max_prompt_tokens: int
+    # "mntp": the profile's decoder with notebook 02's MNTP adapter; otherwise a Hub encoder MLM id.
+    masked_lm: str = MNTP
+    causal_lm: str | None = None  # AR baseline and perplexity judge; None means the profile's model
+    prompts: str = "corpus"  # "corpus": first sentence of a held-out paragraph -> the rest; or "writingprompts"
+    iterations: int = 8  # T (§5.1: 6 for ROC, 8 for the others)
+    beta: float = 1.8  # β (§5.1: 1.6 ROC, 1.8 WP and WikiPlots, 1.5 OPINION)
+    top_p: float = 0.9
+    fixed_window: int = M.DSWA_FIXED_WINDOW  # S_fix of Eq. 7
+    alpha_min: float = M.DSWA_ALPHA_MIN
+    alpha_max: float = M.DSWA_ALPHA_MAX
+    update_all: bool = False  # masked-only updates (Mask-Predict, OpenLTG code); True is SMART (§4.3)
+    paper_dataset: str = "WP"  # the row of Tables 4 and 6 we compare with
+    lr_n: int = 5  # LR-n: LR-2 for ROC, LR-5 for WP (§5.1)
+    trace_length: int = 32  # Fig. 2 and 4 and the widget
+    probe_position: int = 7  # the "randomly picked position" of Fig. 2's histogram and Fig. 4
+    speed_lengths: tuple[int, ...] = (64, 128, 256)
+    speed_iterations: tuple[int, ...] = (1, 2, 4, 8)
+    speed_prompt_tokens: int = 16
+    speed_repeats: int = 1
+    speed_seeds: tuple[int, ...] = (0, 1, 2)  # timing inputs: the speed-up's interval is over these
+    compare_source_states: bool = True  # Table 6 also decodes Ours with Eq. 3's last-layer prompt states
+    length_train_prompts: int = 256  # Table 7: fit the length predictor
+    length_test_prompts: int = 64
+    seed: int = 0
+
+    def decode_config(self, **changes) -> DecodeConfig:
+        """The paper's inference settings (LTD, DSWA, SMART) with these sizes."""
+        config = DecodeConfig(iterations=self.iterations, beta=self.beta, top_p=self.top_p, fixed_window=self.fixed_window,
+                              alpha_min=self.alpha_min, alpha_max=self.alpha_max, update_all=self.update_all)
+        return replace(config, **changes)
+
+
+SETTINGS = {
+    "smoke": OpenLTGSettings(num_prompts=3, target_length=8, batch_size=3, max_prompt_tokens=8, iterations=4,
+                             fixed_window=8, paper_dataset="ROC", lr_n=2, trace_length=8, probe_position=3,
+                             speed_lengths=(8, 12), speed_iterations=(1, 4), speed_prompt_tokens=4, speed_seeds=(0, 1),
+                             length_train_prompts=8, length_test_prompts=4),
+    # 32 prompts × 6 mask-predict rows × 8 passes fit the 8-minute budget on 2 CPU cores only at N = 64.
+    "cpu": OpenLTGSettings(num_prompts=32, target_length=64, batch_size=16, max_prompt_tokens=32,
+                           speed_lengths=(64, 128), speed_iterations=(1, 8), speed_repeats=1, length_train_prompts=256,
+                           length_test_prompts=64),
+    "gpu": OpenLTGSettings(num_prompts=200, target_length=140, batch_size=25, max_prompt_tokens=64,
+                           prompts="writingprompts", speed_repeats=3, length_train_prompts=2000,
+                           length_test_prompts=500),
+    # §5.1: RoBERTa-base, T = 8, β = 1.8 (WP), top-p 0.9, α 0.125 / 0.75, S_fix 64; PPL under GPT-2.
+    "paper": OpenLTGSettings(num_prompts=1000, target_length=140, batch_size=50, max_prompt_tokens=64,
+                             masked_lm="FacebookAI/roberta-base", causal_lm="openai-community/gpt2",
+                             prompts="writingprompts", speed_repeats=3, length_train_prompts=10000,
+                             length_test_prompts=4000),
+}

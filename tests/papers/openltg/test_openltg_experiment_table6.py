@@ -1,0 +1,73 @@
+"""Table 6's scoring (seed 002 §5.1, §5.3): perplexity of a continuation under a causal judge, BLEU-1 and ROUGE-L
+against sacrebleu and rouge-score, bootstrap intervals per cell and paired differences over the same prompts."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from helpers import models, profiles
+from helpers.papers.openltg import experiment_table6
+
+# --------------------------------------------------------------------------- AR baseline, perplexity
+
+
+def test_continuation_perplexity_is_the_mean_nll_of_the_continuation_tokens():
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
+    except models.MissingAssetError as error:
+        pytest.skip(f"embedded tokenizer not fetched: {error}")
+    prompts, continuations = ["It is a truth", "Emma Woodhouse"], ["universally acknowledged.", "handsome, clever, and rich"]
+    nll, count = experiment_table6.continuation_nll(model, tokenizer, prompts, continuations, batch_size=2)
+    expected, tokens = 0.0, 0
+    for prompt, continuation in zip(prompts, continuations):
+        source = tokenizer(prompt, add_special_tokens=False).input_ids
+        target = tokenizer(" " + continuation, add_special_tokens=False).input_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([source + target])).logits[0]
+        predicted = logits[len(source) - 1:-1]
+        expected += float(torch.nn.functional.cross_entropy(predicted, torch.tensor(target), reduction="sum"))
+        tokens += len(target)
+    assert count == tokens
+    assert nll == pytest.approx(expected, rel=1e-4)
+
+
+# --------------------------------------------------------------------------- Table 6 metrics with intervals
+
+
+def test_bleu1_from_summed_statistics_is_sacrebleus_corpus_bleu1_and_rouge_l_is_rouge_scores():
+    from rouge_score import rouge_scorer
+    from sacrebleu.metrics import BLEU
+
+    hypotheses = ["the cat sat on the mat .", "a dog ran", "Emma was handsome , clever and rich ."]
+    references = ["the cat is on the mat .", "the dog ran away quickly", "Emma Woodhouse , handsome , clever , and rich"]
+    statistics = [experiment_table6.bleu1_statistics(h, r) for h, r in zip(hypotheses, references)]
+    expected = BLEU(max_ngram_order=1, lowercase=True).corpus_score(hypotheses, [references]).score
+    assert experiment_table6.corpus_bleu1(statistics) == pytest.approx(expected, abs=1e-6)
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    assert experiment_table6.rouge_l(hypotheses[0], references[0]) == pytest.approx(100 * scorer.score(references[0], hypotheses[0])["rougeL"].fmeasure)
+
+
+def test_table6_cells_carry_bootstrap_intervals_and_paired_differences_see_the_same_prompts():
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
+    except models.MissingAssetError as error:
+        pytest.skip(f"embedded tokenizer not fetched: {error}")
+    prompts = [f"Prompt number {i} says" for i in range(6)]
+    references = [f"the garden was green and the house number {i} was quiet" for i in range(6)]
+    repeated = ["the the the the the the the the the the the the"] * 6
+    systems = {"echo": references, "varied": [f"a garden {i} was green near house {i}" for i in range(6)], "loop": repeated}
+    scores = experiment_table6.evaluate_generations(systems, prompts, model, tokenizer, references=references, lr_n=2, resamples=200)
+    assert np.isnan(scores.values.loc["echo", "B-1"])  # the references themselves get no overlap score
+    assert scores.values.loc["loop", "LR-2"] == 100.0 and scores.values.loc["varied", "LR-2"] == 0.0
+    for system in ("varied", "loop"):
+        for metric in ("B-1", "R-L", "LR-2", "D-4", "PPL"):
+            assert scores.low.loc[system, metric] <= scores.values.loc[system, metric] <= scores.high.loc[system, metric]
+    value, low, high = experiment_table6.paired_metric_difference(scores, "loop", "varied", "LR-2")
+    assert value == low == high == 100.0  # every prompt differs by the same amount: no resample can change it
+    nll, count = experiment_table6.continuation_nll(model, tokenizer, prompts, repeated)
+    per_prompt = experiment_table6.continuation_nlls(model, tokenizer, prompts, repeated)
+    assert scores.values.loc["loop", "PPL"] == pytest.approx(math.exp(nll / count))
+    assert sum(c for _, c in per_prompt) == count
