@@ -9,7 +9,7 @@ masked sentences, batch 1:
 
 The paths are timed interleaved (A, B, C, ... per sentence) in one process, so load on the machine hits them alike;
 the script prints medians and the ratios to the bare forward and to the single-token path. The GRU decoder is
-timed with trained heads in notebook 06 (``mtc.measure_latency``), not here.
+timed with trained heads in notebook 06 (``helpers.papers.emat.experiment.measure_latency``), not here.
 
     python benchmarks/emat_speed.py [--sentences 100] [--k 10] [--tiny]
 
@@ -25,20 +25,22 @@ import torch
 
 def masked_sentences(count: int) -> list[str]:
     """Held-out Austen sentences with their fourth word masked."""
-    from helpers import data, mtc
+    from helpers import data
+    from helpers.papers.emat import experiment_data
 
     sentences = []
     for sentence in data.load_sentences("austen", "validation", limit=4 * count):
-        words = mtc.clean_sentence(sentence.text).split()
+        words = experiment_data.clean_sentence(sentence.text).split()
         if len(words) >= 6:
-            sentences.append(" ".join(words[:3] + [mtc.MASK_MARKER] + words[4:]))
+            sentences.append(" ".join(words[:3] + [experiment_data.MASK_MARKER] + words[4:]))
         if len(sentences) == count:
             break
     return sentences
 
 
 def main() -> None:
-    from helpers import metrics, mtc, profiles
+    from helpers import masked_lm, metrics, profiles
+    from helpers.papers.emat import experiment_data, mechanism
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=100)
@@ -47,22 +49,24 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     cfg = profiles.get("smoke" if args.tiny else "cpu")
-    settings = mtc.SETTINGS[cfg.name]
-    mlm = mtc.load_masked_lm(cfg, settings)
+    settings = profiles.settings_for("emat", cfg)
+    mlm = masked_lm.load_masked_lm(cfg, settings.masked_lm or "mntp", context_tokens=settings.context_tokens)
     sentences = masked_sentences(args.sentences)
     try:
-        vocabulary = mtc.build_dataset(cfg.corpus, settings, mlm.tokenizer, cfg.model_name, progress=False).vocabulary
+        vocabulary = experiment_data.build_dataset(cfg.corpus, settings.data, mlm.tokenizer, cfg.model_name,
+                                                   progress=False).vocabulary
     except Exception as error:  # no spaCy/corpus: a synthetic vocabulary of two-word phrases
         print(f"(no cached vocabulary: {error}; using synthetic phrases)")
         vocabulary = [f"{a} {b}" for a in ("old", "young", "dear", "poor") for b in ("house", "friend", "sister", "letter")]
-    ours = mtc.build_emat(mlm, vocabulary).eval()
-    paper_sized = mtc.ExtendedMatrixDecoder(mlm.output_matrix, torch.randn(93_000, mlm.hidden_size) * 0.02, mlm.token_strings,
-                                            [f"phrase {i}" for i in range(93_000)]).to(mlm.device).eval()
+    ours = mechanism.build_emat(mlm, vocabulary).eval()
+    paper_sized = mechanism.ExtendedMatrixDecoder(mlm.output_matrix, torch.randn(93_000, mlm.hidden_size) * 0.02,
+                                                  mlm.token_strings, [f"phrase {i}" for i in range(93_000)]
+                                                  ).to(mlm.device).eval()
 
     @torch.no_grad()
     def single_token(sentence):
         features, _ = mlm.features([sentence])
-        return mtc.rank_candidates(mlm.token_logits(features).softmax(-1), mlm.token_strings, args.k)
+        return mechanism.rank_candidates(mlm.token_logits(features).softmax(-1), mlm.token_strings, args.k)
 
     @torch.no_grad()
     def emat(sentence, decoder=ours):

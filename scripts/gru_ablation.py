@@ -11,31 +11,35 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers import mtc, profiles
+from helpers import masked_lm, profiles
+from helpers.papers.emat import experiment, experiment_data, experiment_training
 
 
 def main() -> None:
     cfg = profiles.current()
-    settings = profiles.settings_for("mtc")
-    mlm = mtc.load_masked_lm(cfg, settings, progress=False)
-    dataset = mtc.build_dataset(cfg.corpus, settings, mlm.tokenizer, mlm.name, progress=False)
-    encoded = {split: mtc.encode_examples(mlm, dataset.examples[split]) for split in mtc.MTC_SPLITS}
-    features = mtc.cached_features(mlm, dataset, encoded, settings.feature_batch_size, progress=False)
-    variants = {"gru": settings,
-                "gru_frozen": dataclasses.replace(settings, gru_train_embeddings=False, gru_pretrain_steps=0)}
+    settings = profiles.settings_for("emat")
+    mlm = masked_lm.load_masked_lm(cfg, settings.masked_lm or "mntp", context_tokens=settings.context_tokens,
+                                   progress=False)
+    dataset = experiment_data.build_dataset(cfg.corpus, settings.data, mlm.tokenizer, mlm.name, progress=False)
+    encoded = experiment_data.encode_splits(mlm, dataset)
+    features = experiment_data.cached_features(mlm, dataset, encoded, settings.feature_batch_size, progress=False)
+    variants = {"gru": settings.training,
+                "gru_frozen": dataclasses.replace(settings.training, gru_train_embeddings=False, gru_pretrain_steps=0)}
+    test = encoded["test"]
     results = {}
-    for name, variant in variants.items():
-        gru, _, _ = mtc.train_gru(mlm, dataset, encoded, features, variant, progress=False)
-        completer = mtc.Completer(mlm, None, gru, None, variant, max_steps=mtc.max_generation_steps(encoded["train"]))
-        ranked = completer.from_features("gru", features["test"], encoded["test"].previous_tokens, max(settings.ks))
-        results[name] = {"test": mtc._scores(ranked, encoded["test"].phrases,
-                                             [len(ids) for ids in encoded["test"].phrase_ids], settings.ks, None)}
-    intervals = mtc.accuracy_intervals(results, methods=list(results))
+    for name, training in variants.items():
+        gru, _, _ = experiment_training.train_gru(mlm, dataset, encoded, features, training, progress=False)
+        completer = experiment.Completer(mlm, None, gru, None, settings,
+                                         max_steps=experiment_training.max_generation_steps(encoded["train"]))
+        ranked = completer.from_features("gru", features["test"], test.previous_tokens, max(settings.ks))
+        results[name] = {"test": experiment.score_ranking(ranked, test.phrases, [len(ids) for ids in test.phrase_ids],
+                                                          settings.ks, None)}
+    intervals = experiment.accuracy_intervals(results, methods=list(results))
     for name, groups in intervals.items():
         print(name, {group: {k: f"{100 * v[0]:.1f} [{100 * v[1]:.1f}, {100 * v[2]:.1f}] n={v[3]}" for k, v in cells.items()}
                      for group, cells in groups.items()})
     for k in (1, 10, 50):
-        value, low, high, count = mtc.paired_difference(results, "gru", "gru_frozen", k)
+        value, low, high, count = experiment.paired_difference(results, "gru", "gru_frozen", k)
         print(f"a@{k}: public-style GRU minus frozen, no pre-training: {100 * value:+.1f} points "
               f"[{100 * low:+.1f}, {100 * high:+.1f}] (paired bootstrap, n = {count})")
 

@@ -13,9 +13,10 @@ import re
 import pytest
 import torch
 
-from helpers import attention, checks, data, masks, metrics, models, mtc, objectives, profiles
+from helpers import attention, checks, data, masks, metrics, models, objectives, profiles
 from helpers import repetition, training
 from helpers.papers import openltg
+from helpers.papers.emat import experiment_data as emat_data, mechanism as emat_mechanism
 
 INF, NAN = float("inf"), float("nan")
 
@@ -260,18 +261,18 @@ PROBES = [
     ("Strategy unknown kind", lambda: repetition.Strategy("xx"), "kind", "'xx'"),
     ("label_vocabulary empty", lambda: repetition.label_vocabulary([]), "tag_sequences", None),
     ("check_exit_layer too deep", lambda: repetition.check_exit_layer(9, 4), "exit_layer", "9"),
-    # mtc
-    ("choose_unseen_phrases string fraction", lambda: mtc.choose_unseen_phrases(["a", "b"], "0.1"),
+    # emat
+    ("choose_unseen_phrases string fraction", lambda: emat_data.choose_unseen_phrases(["a", "b"], "0.1"),
      "unseen_fraction", "'0.1'"),
-    ("choose_unseen_phrases nan fraction", lambda: mtc.choose_unseen_phrases(["a", "b"], NAN), "unseen_fraction",
+    ("choose_unseen_phrases nan fraction", lambda: emat_data.choose_unseen_phrases(["a", "b"], NAN), "unseen_fraction",
      "nan"),
-    ("build_vocabulary zero min_count", lambda: mtc.build_vocabulary(__import__("collections").Counter(a=2), 0),
+    ("build_vocabulary zero min_count", lambda: emat_data.build_vocabulary(__import__("collections").Counter(a=2), 0),
      "min_count", "0"),
-    ("extract_phrase_spans empty", lambda: mtc.extract_phrase_spans([]), "texts", None),
-    ("rank_candidates zero k", lambda: mtc.rank_candidates(torch.randn(2, 3), ["a", "b", "c"], 0), "k", "0"),
-    ("rank_candidates mismatch", lambda: mtc.rank_candidates(torch.randn(2, 3), ["a", "b"], 1), "candidates", None),
-    ("split_at_mask no marker", lambda: mtc.split_at_mask("no marker here"), "sentence", None),
-    ("length_class empty", lambda: mtc.length_class([]), "phrase_ids", "[]"),
+    ("extract_phrase_spans empty", lambda: emat_data.extract_phrase_spans([]), "texts", None),
+    ("rank_candidates zero k", lambda: emat_mechanism.rank_candidates(torch.randn(2, 3), ["a", "b", "c"], 0), "k", "0"),
+    ("rank_candidates mismatch", lambda: emat_mechanism.rank_candidates(torch.randn(2, 3), ["a", "b"], 1), "candidates", None),
+    ("split_at_mask no marker", lambda: emat_data.split_at_mask("no marker here"), "sentence", None),
+    ("length_class empty", lambda: emat_mechanism.length_class([]), "phrase_ids", "[]"),
 ]
 
 

@@ -16,7 +16,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from helpers import masks as M  # noqa: E402
-from helpers import metrics, models, mtc, objectives, plots, training  # noqa: E402
+from helpers import metrics, models, objectives, plots, training  # noqa: E402
+from helpers.papers.emat import experiment as emat_experiment, figures as emat_figures, settings as emat_settings  # noqa: E402
 from helpers.papers.magnet import figures as magnet_figures  # noqa: E402
 from helpers.papers.mntp import figures as mntp_figures  # noqa: E402
 from helpers.papers.openltg import figures as openltg_figures, report as openltg_report  # noqa: E402
@@ -59,7 +60,7 @@ def notebook_widgets():
         "05 decoding": (partial(openltg_figures.decoding_view, UNUSED, UNUSED, beta=1.8, iterations=8, window=64, top_p=0.9,
                                 length=32, probe_position=7, seed=0),
                         dict(beta=(0.2, 3.0, 0.1), iterations=(1, 12), window=(2, 128, 2), top_p=(0.05, 1.0, 0.05))),
-        "06 completion": (partial(plots.completion_view, UNUSED, sentence="He met [MASK] there.", k=8),
+        "06 completion": (partial(emat_figures.completion_view, UNUSED, sentence="He met [MASK] there.", k=8),
                           dict(sentence=str, k=(1, 20))),
     }
 
@@ -104,14 +105,15 @@ def test_notebooks_build_every_widget_with_interactive_view():
 
 def _completer_without_a_model():
     """The real Completer: it checks the sentence before it touches the model, so no model is needed here."""
-    return mtc.Completer(mlm=None, emat=None, gru=None, lengths=None, settings=mtc.SETTINGS["smoke"], max_steps=1)
+    return emat_experiment.Completer(mlm=None, emat=None, gru=None, lengths=None, settings=emat_settings.SETTINGS["smoke"],
+                                     max_steps=1)
 
 
 BAD_SETTINGS = {
     "overlapping spans": (plots.magnet_view, dict(span_start=3, span_end=7, second_start=5, second_end=9), "overlaps"),
     "span past the length": (plots.magnet_view, dict(span_start=3, span_end=12, length=8), "shorter than"),
     "alpha_min > alpha_max": (plots.dswa_view, dict(alpha_min=0.5, alpha_max=0.25), "must not exceed"),
-    "sentence without [MASK]": (partial(plots.completion_view, _completer_without_a_model()),
+    "sentence without [MASK]": (partial(emat_figures.completion_view, _completer_without_a_model()),
                                 dict(sentence="No mask here.", k=8), r"\[MASK\]"),
 }
 

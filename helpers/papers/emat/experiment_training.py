@@ -1,0 +1,196 @@
+"""Training notebook 06's heads on the cached features (the masked LM never runs here): EMAT (§4.1), the GRU decoder
+with its language-model pre-training (§4.2) and naive MTC's length classifier (§5.2), each in its own run folder.
+
+A run folder is keyed by :class:`HeadRunKey`: the head's training settings (App. C, Table 8), the dataset, the masked
+LM (name, context size and a probe forward) and :data:`HEADS_VERSION`; a rerun resumes or reuses it, and anything
+that changes the features or the training starts a fresh one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ... import objectives, store, training
+from ...checks import whole_number
+from ...masked_lm import MaskedLM
+from .experiment_data import EncodedSplit, MTCDataset, model_probe
+from .mechanism import (ExtendedMatrixDecoder, GRUDecoder, LengthClassifier, accuracy, build_emat, build_gru,
+                        emat_labels, gru_targets, language_model_targets, length_class, start_id)
+from .settings import HeadTraining
+
+HEADS_VERSION = "mtc-heads-v4"  # part of every run key: a change to the heads starts fresh runs (v4: seeded init)
+
+
+@dataclass(frozen=True)
+class HeadRunKey:
+    """Exactly what changes a trained head's numbers, beside which head it is (the run folder's name)."""
+
+    training: HeadTraining
+    dataset: str  # MTCDataset.key: the vocabulary and masked sentences
+    model_name: str
+    context_tokens: int
+    model_probe: tuple[float, ...]  # the probe forward, rounded to 2 decimals: a retrained adapter starts fresh runs
+    version: str = HEADS_VERSION
+
+
+def head_run(name: str, dataset: MTCDataset, mlm: MaskedLM, training_settings: HeadTraining, *,
+             resume: bool = True) -> store.Run:
+    """``runs/06_<name>_<fingerprint>``: the run folder of one head (:func:`helpers.store.reuse_run`)."""
+    key = HeadRunKey(training_settings, dataset.key, mlm.name, mlm.context_tokens,
+                     tuple(round(value, 2) for value in model_probe(mlm)))
+    return store.reuse_run(f"06_{name}", key, resume=resume)
+
+
+def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evaluate, *, epochs: int | None,
+               training_settings: HeadTraining, run: store.Run, max_grad_norm: float = 0.0, resume: bool = True,
+               progress: bool = True, steps: int | None = None) -> list[dict]:
+    """Adam (``lr``), batches of ``batch_size`` over a fresh seeded permutation each epoch (App. C, Table 8), through
+    ``training.train``: metrics per step and dev metrics per epoch in the run's ``metrics.jsonl``, a checkpoint per
+    epoch, and a finished run is reused rather than retrained."""
+    if (epochs is None) == (steps is None):
+        raise ValueError(f"epochs={epochs!r}, steps={steps!r}: give exactly one of them")
+    if epochs is not None:
+        whole_number(epochs, "epochs")
+    sizes = {name: tensor.shape[0] for name, tensor in tensors.items()}
+    count = next(iter(sizes.values()))
+    if count == 0 or len(set(sizes.values())) != 1:
+        raise ValueError(f"tensors must hold the same, non-zero number of examples; got {sizes}")
+    batch_size, seed = training_settings.batch_size, training_settings.seed
+    per_epoch = math.ceil(count / batch_size)
+    device = next(head.parameters()).device
+
+    def batch_for(step: int, micro: int) -> dict:
+        epoch, offset = divmod(step, per_epoch)
+        order = torch.randperm(count, generator=objectives.seeded_generator(seed, epoch))
+        rows = order[offset * batch_size:(offset + 1) * batch_size]
+        return {name: tensor[rows].to(device) for name, tensor in tensors.items()}
+
+    total = epochs * per_epoch if epochs is not None else whole_number(steps, "steps")
+    every = per_epoch if epochs is not None else total
+    config = training.TrainConfig(steps=total, batch_size=batch_size, lr=training_settings.lr,
+                                  max_grad_norm=max_grad_norm, eval_every=every, checkpoint_every=every,
+                                  seed=seed, extra={"examples": count, "steps per epoch": per_epoch})
+    return training.train(head, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run.path,
+                          evaluate=evaluate, resume=resume, progress=progress, settings=run.settings)
+
+
+def train_emat(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSplit], features: dict[str, torch.Tensor],
+               training_settings: HeadTraining, *, train_token_rows: bool = True, resume: bool = True,
+               progress: bool = True) -> tuple[ExtendedMatrixDecoder, list[dict]]:
+    """Build EMAT over the whole vocabulary (seen and unseen phrases) and train it with cross-entropy over the
+    extended matrix (§4.1; Adam 1e-3, batch 128, 2 epochs, App. C): by default the whole extended matrix, a copy of
+    the token rows included, as the public ``matrix_plugin``; with ``train_token_rows=False`` only the new rows."""
+    emat = build_emat(mlm, dataset.vocabulary, train_token_rows)
+    train = encoded["train"]
+    tensors = {"hidden": features["train"], "label": emat_labels(emat, mlm, train.phrases, train.phrase_ids)}
+    dev_hidden, dev_gold = features["validation"].to(mlm.device), encoded["validation"].phrases
+
+    def loss_fn(model, batch):
+        return {"loss": F.cross_entropy(model(batch["hidden"]), batch["label"])}
+
+    def evaluate(model):
+        if not dev_gold:
+            return {}
+        scores = accuracy(model.complete(dev_hidden, 10), dev_gold, (1, 10))
+        return {"dev a@1": scores[1], "dev a@10": scores[10]}
+
+    run = head_run("emat" if train_token_rows else "emat_new_rows", dataset, mlm, training_settings, resume=resume)
+    records = train_head(emat, tensors, loss_fn, evaluate, epochs=training_settings.emat_epochs,
+                         training_settings=training_settings, run=run, resume=resume, progress=progress)
+    return emat.eval(), records
+
+
+def max_generation_steps(encoded: EncodedSplit) -> int:
+    """Longest in-context label in train (tokens) plus EOS: how far beam search may run."""
+    return max(len(ids) for ids in encoded.phrase_ids) + 1
+
+
+def pretrain_gru(gru: GRUDecoder, mlm: MaskedLM, dataset: MTCDataset, training_settings: HeadTraining, *,
+                 resume: bool = True, progress: bool = True) -> list[dict]:
+    """§4.2: *"it helps to pre-train the generative model on a vanilla Language Modeling task before starting MTC
+    training"*. As the public ``lm_pretrain``: the GRU starts from a zero state with a zero context vector, reads
+    a start token (our separator) and predicts the train sentences token by token (teacher forcing 1), for
+    ``gru_pretrain_steps`` batches. Returns the run's records ([] when the step count is 0)."""
+    if training_settings.gru_pretrain_steps == 0:
+        return []
+    sentences = sorted({example.sentence for example in dataset.examples["train"]})
+    targets = language_model_targets(mlm, sentences, training_settings.gru_pretrain_tokens)
+    tensors = {"target": targets, "first": torch.full((len(sentences),), start_id(mlm), dtype=torch.long)}
+
+    def loss_fn(model, batch):
+        zeros = batch["first"].new_zeros((batch["first"].shape[0], mlm.hidden_size), dtype=torch.float)
+        return {"loss": model.loss(zeros, batch["first"], batch["target"], teacher_forcing=1.0)}
+
+    run = head_run("gru_lm", dataset, mlm, training_settings, resume=resume)
+    return train_head(gru, tensors, loss_fn, None, epochs=None, steps=training_settings.gru_pretrain_steps,
+                      training_settings=training_settings, run=run, max_grad_norm=0.25, resume=resume,
+                      progress=progress)
+
+
+def train_gru(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSplit], features: dict[str, torch.Tensor],
+              training_settings: HeadTraining, *, resume: bool = True, progress: bool = True):
+    """Pre-train the GRU decoder as a language model (:func:`pretrain_gru`), then train it on MTC with teacher
+    forcing 0.5 (§4.2; Adam 1e-3, batch 128, 10 epochs, App. C; gradients clipped at 1 as the public code).
+    Returns the decoder, the MTC run's records and the pre-training run's records."""
+    torch.manual_seed(training_settings.seed)  # the GRU's own weights: the same in every rerun
+    gru = build_gru(mlm, training_settings.gru_layers, training_settings.gru_dropout,
+                    training_settings.gru_train_embeddings)
+    pretraining = pretrain_gru(gru, mlm, dataset, training_settings, resume=resume, progress=progress)
+    max_steps = max_generation_steps(encoded["train"])
+    tensors = {"hidden": features["train"], "first": encoded["train"].previous_tokens,
+               "target": gru_targets(encoded["train"].phrase_ids, gru.eos_id, max_steps)}
+    validation = encoded["validation"]
+    dev = {"hidden": features["validation"].to(mlm.device), "first": validation.previous_tokens.to(mlm.device),
+           "target": gru_targets(validation.phrase_ids, gru.eos_id, max_steps).to(mlm.device)} if len(validation) else None
+
+    def loss_fn(model, batch):
+        return {"loss": model.loss(batch["hidden"], batch["first"], batch["target"], training_settings.teacher_forcing)}
+
+    def evaluate(model):
+        if dev is None:
+            return {}
+        loss = model.loss(dev["hidden"], dev["first"], dev["target"], teacher_forcing=1.0)
+        greedy = model.complete(dev["hidden"], dev["first"], mlm.tokenizer, k=1, beam_size=1, max_steps=max_steps)
+        return {"dev loss": float(loss), "dev a@1": accuracy(greedy, validation.phrases, (1,))[1]}
+
+    run = head_run("gru", dataset, mlm, training_settings, resume=resume)
+    records = train_head(gru, tensors, loss_fn, evaluate, epochs=training_settings.gru_epochs,
+                         training_settings=training_settings, run=run, max_grad_norm=1.0, resume=resume,
+                         progress=progress)
+    return gru.eval(), records, pretraining
+
+
+def train_length_classifier(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSplit],
+                            features: dict[str, torch.Tensor], training_settings: HeadTraining, *, resume: bool = True,
+                            progress: bool = True) -> tuple[LengthClassifier, list[dict]]:
+    """Naive MTC's length classifier on the frozen features (classes 1, 2, 3+ tokens; §5.2)."""
+    torch.manual_seed(training_settings.seed)  # the same initial weights in every rerun
+    classifier = LengthClassifier(mlm.hidden_size).to(mlm.device)
+    classes = {split: torch.tensor([length_class(ids) for ids in encoded[split].phrase_ids]) for split in encoded}
+    dev_hidden = features["validation"].to(mlm.device)
+
+    def loss_fn(model, batch):
+        return {"loss": F.cross_entropy(model(batch["hidden"]), batch["label"])}
+
+    def evaluate(model):
+        if not len(dev_hidden):
+            return {}
+        return {"dev accuracy": float((model(dev_hidden).argmax(-1).cpu() == classes["validation"]).float().mean())}
+
+    run = head_run("length", dataset, mlm, training_settings, resume=resume)
+    records = train_head(classifier, {"hidden": features["train"], "label": classes["train"]}, loss_fn, evaluate,
+                         epochs=training_settings.length_epochs, training_settings=training_settings, run=run,
+                         resume=resume, progress=progress)
+    return classifier.eval(), records
+
+
+def length_accuracy(classifier: LengthClassifier, encoded: EncodedSplit, features: torch.Tensor) -> float:
+    """Share of sentences whose length class (1, 2, 3+ tokens) the classifier gets right (§5.2)."""
+    with torch.no_grad():
+        predicted = classifier(features.to(next(classifier.parameters()).device)).argmax(-1).cpu()
+    truth = torch.tensor([length_class(ids) for ids in encoded.phrase_ids])
+    return float((predicted == truth).float().mean())

@@ -1,0 +1,90 @@
+"""Notebook 06's sizes per profile (:func:`helpers.profiles.settings_for` reads ``SETTINGS``).
+
+Three groups, each what keys one cached artefact: :class:`PhraseData` the vocabulary and masked sentences (§3),
+:class:`HeadTraining` every trained head (App. C, Table 8), and the rest of :class:`MTCSettings` the features,
+the evaluation and the timing, which never change a trained head.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .mechanism import KS
+
+
+@dataclass(frozen=True)
+class PhraseData:
+    """What the phrase vocabulary and the masked sentences depend on (§3). ``min_count`` is the paper's k
+    ("We keep phrases appearing 500 times or more")."""
+
+    corpus_sentences: int | None  # sentences run through spaCy, spread over the splits 90/5/5 (None: all)
+    min_count: int  # k: keep phrases occurring at least this often in those sentences
+    max_sentences_per_phrase: int = 50  # §3: "We sample 50 unique sentences containing each vocabulary-phrase"
+    unseen_fraction: float = 0.05  # share of the vocabulary held out as never-seen phrases
+    seed: int = 0  # which phrases are unseen, which phrase a sentence masks, which sentences a phrase keeps
+
+
+@dataclass(frozen=True)
+class HeadTraining:
+    """Everything that changes a trained head (EMAT, the GRU decoder, the length classifier): App. C, Table 8.
+
+    With the dataset, the masked LM and its context size, it keys each head's run folder
+    (:func:`helpers.papers.emat.experiment_training.head_run`).
+    """
+
+    batch_size: int = 128  # App. C, Table 8 (both methods)
+    lr: float = 1e-3  # App. C, Table 8 (both methods)
+    emat_epochs: int = 2  # App. C, Table 8
+    gru_epochs: int = 10  # App. C, Table 8
+    gru_layers: int = 2  # App. C, Table 8
+    gru_dropout: float = 0.2  # App. C, Table 8
+    teacher_forcing: float = 0.5  # App. C, Table 8
+    gru_pretrain_steps: int = 2000  # §4.2: "pre-train the generative model on a vanilla Language Modeling task" (batches)
+    gru_pretrain_tokens: int = 24  # tokens per pre-training sentence (the public code cuts at the batch median)
+    gru_train_embeddings: bool = True  # the public decoder trains its copy of the MLM's embeddings and output head
+    length_epochs: int = 5  # naive MTC's length classifier (a linear probe on the frozen features)
+    seed: int = 0  # initial weights and batch order
+
+
+@dataclass(frozen=True)
+class MTCSettings:
+    """Sizes for notebook 06: the data (:class:`PhraseData`), the heads' training (:class:`HeadTraining`), and
+    what the features, the evaluation and the timing use."""
+
+    data: PhraseData
+    training: HeadTraining = field(default_factory=HeadTraining)
+    context_tokens: int = 24  # tokens kept on each side of the mask
+    feature_batch_size: int = 32
+    beam_size: int = 16
+    naive_first_tokens: int = 100  # §5.2: "we replace the first mask with each of the top-100 predicted tokens"
+    naive_second_tokens: int = 10
+    eval_examples: int | None = None  # cap on the test and unseen sentences scored; None: all
+    masked_lm: str | None = None  # a Hub encoder MLM (the paper: bert-base-cased); None: the profile's MNTP decoder
+    latency_sentences: int = 20
+    ks: tuple[int, ...] = KS
+
+
+SETTINGS = {
+    # The same code paths at toy sizes, on the tiny random Llama.
+    "smoke": MTCSettings(data=PhraseData(corpus_sentences=400, min_count=3, max_sentences_per_phrase=8,
+                                         unseen_fraction=0.1),
+                         training=HeadTraining(batch_size=32, emat_epochs=1, gru_epochs=1, length_epochs=1,
+                                               gru_pretrain_steps=2, gru_pretrain_tokens=8),
+                         context_tokens=12, feature_batch_size=16, beam_size=3, naive_first_tokens=3,
+                         naive_second_tokens=2, eval_examples=8, latency_sentences=1),
+    # SmolLM2-135M + the notebook-02 MNTP adapter on half of Austen: k = 10 with <= 20 sentences per phrase leaves
+    # ~980 phrases and ~6.4K masked sentences (one per sentence); every method is scored on the whole test split.
+    # The GRU gets 2 of the paper's 10 epochs, for time.
+    "cpu": MTCSettings(data=PhraseData(corpus_sentences=15_000, min_count=10, max_sentences_per_phrase=20,
+                                       unseen_fraction=0.08),
+                       training=HeadTraining(gru_epochs=2, gru_pretrain_steps=20, gru_pretrain_tokens=8),
+                       context_tokens=12, beam_size=16, naive_first_tokens=5, naive_second_tokens=5,
+                       latency_sentences=40),
+    # The Hub model on 200K WikiText-103 sentences (~4M words); k = 50 keeps a few thousand phrases, 50 sentences each.
+    "gpu": MTCSettings(data=PhraseData(corpus_sentences=200_000, min_count=50), context_tokens=48,
+                       feature_batch_size=128, masked_lm="bert-base-cased", beam_size=50, naive_first_tokens=100,
+                       naive_second_tokens=10, latency_sentences=100),
+    # The paper's hyperparameters; k = 500 per 3.3B words scaled to WikiText-103's 103M words is 16.
+    "paper": MTCSettings(data=PhraseData(corpus_sentences=None, min_count=16), context_tokens=64,
+                         feature_batch_size=128, masked_lm="bert-base-cased", beam_size=50, naive_first_tokens=100,
+                         naive_second_tokens=100, latency_sentences=200),
+}

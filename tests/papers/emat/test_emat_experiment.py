@@ -1,0 +1,71 @@
+"""EMAT's evaluation (seed 004): the closed-vocabulary baselines, accuracy@k by gold length with intervals, the
+Completer's checks, and how closed a ranking is on the training labels."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from helpers.papers.emat import experiment, mechanism, settings
+
+SETTINGS = settings.SETTINGS["smoke"]
+
+
+def test_closed_vocabulary_baseline_ranks_phrases_by_the_first_token_probability(tiny_mlm):
+    phrases = ["Mr. Darcy", "Mrs. Bennet", "Elizabeth", "she", "Netherfield Park"]
+    prior = Counter({"Mrs. Bennet": 5, "Mr. Darcy": 2})
+    baseline = experiment.ClosedVocabularyMLM(tiny_mlm, phrases, prior)
+    hidden, _ = tiny_mlm.features(["It was [MASK] who spoke first."])
+    probabilities = tiny_mlm.token_logits(hidden).softmax(-1)[0]
+    first = {p: tiny_mlm.tokenizer(" " + p, add_special_tokens=False).input_ids[0] for p in phrases}
+    ranked = baseline.complete(hidden, k=len(phrases))[0]
+    assert sorted(text for text, _ in ranked) == sorted(phrases)
+    for text, score in ranked:
+        assert score == pytest.approx(float(probabilities[first[text]]))
+    assert [score for _, score in ranked] == sorted((score for _, score in ranked), reverse=True)
+    if first["Mr. Darcy"] == first["Mrs. Bennet"]:  # a shared first token: the more frequent label first
+        names = [text for text, _ in ranked]
+        assert names.index("Mrs. Bennet") < names.index("Mr. Darcy")
+    prior_only = experiment.LabelPrior(phrases, prior).complete(torch.zeros(2, tiny_mlm.hidden_size), k=2)
+    assert [[text for text, _ in row] for row in prior_only] == [["Mrs. Bennet", "Mr. Darcy"]] * 2
+
+
+def test_accuracy_intervals_split_by_gold_length_and_contain_the_value():
+    ranked = [[("a", 1.0)], [("x", 1.0)], [("b c", 1.0)], [("b c", 1.0)]]
+    gold, lengths = ["a", "b", "b c", "d e"], [1, 1, 2, 2]
+    scores = experiment.score_ranking(ranked, gold, lengths, (1,), None)
+    assert scores["hits"][1] == [1, 0, 1, 0]
+    table = experiment.accuracy_intervals({"emat": {"test": scores}}, ks=(1,), resamples=200)
+    assert table["emat"]["all"][1][0] == 0.5 and table["emat"]["all"][1][3] == 4
+    assert table["emat"]["single-token"][1][0] == 0.5 and table["emat"]["multi-token"][1][3] == 2
+    for group in experiment.LENGTH_GROUPS:
+        value, low, high, _ = table["emat"][group][1]
+        assert low <= value <= high
+    assert experiment.group_rows(lengths, "multi-token") == [2, 3]
+    with pytest.raises(ValueError, match="group='long'"):
+        experiment.group_rows(lengths, "long")
+
+
+def test_completer_rejects_bad_k_method_and_masks(tiny_mlm, tiny_gru):
+    emat = mechanism.build_emat(tiny_mlm, ["Mr. Darcy"])
+    completer = experiment.Completer(tiny_mlm, emat, tiny_gru(), mechanism.LengthClassifier(tiny_mlm.hidden_size),
+                                     SETTINGS, max_steps=3)
+    with pytest.raises(ValueError, match="k=0"):
+        completer.complete("It was [MASK].", "emat", k=0)
+    with pytest.raises(ValueError, match="method='emat_new_rows'"):  # only when the ablation EMAT is given
+        completer.complete("It was [MASK].", "emat_new_rows", k=3)
+    with pytest.raises(ValueError, match="method='mlm_vocab'"):  # only when the baseline is given
+        completer.complete("It was [MASK].", "mlm_vocab", k=3)
+    with pytest.raises(ValueError, match="method='t5'"):
+        completer.complete("It was [MASK].", "t5", k=3)
+    with pytest.raises(ValueError, match="sentence=.*0 times"):
+        completer.complete("No mask here.", "gru", k=3)
+    with pytest.raises(ValueError, match="sentence=.*2 times"):
+        completer.complete(["It was [MASK].", "[MASK] and [MASK]."], "mlm", k=3)
+
+
+def test_training_label_share_counts_top_k_items_that_are_training_labels():
+    ranked = [[("she", 0.5), ("Darcy", 0.3), ("xyz", 0.2)], [("Darcy", 0.9), ("abc", 0.1)]]
+    assert experiment.training_label_share(ranked, {"she", "Darcy"}, k=2) == 0.75  # she, Darcy | Darcy, abc
+    assert experiment.training_label_share(ranked, {"she", "Darcy"}, k=3) == 0.6
