@@ -14,7 +14,7 @@ import pytest
 
 from helpers import data, decoding, magnet, models, profiles
 from helpers import masks as M
-from helpers import repetition as R
+from helpers.papers import sequence_repetition as R
 
 pytestmark = pytest.mark.embedded  # the SmolLM2 tokenizer (the gpu profile's SmolLM2-360M uses the same one)
 

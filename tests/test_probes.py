@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from helpers import attention, checks, data, decoding, magnet, masks, metrics, models, mtc, objectives, profiles
-from helpers import repetition, training
+from helpers import training
+from helpers.papers import sequence_repetition as repetition
 
 INF, NAN = float("inf"), float("nan")
 
