@@ -28,21 +28,21 @@ def main() -> None:
     import pandas as pd
 
     from helpers import data, models
-    from helpers import repetition as R
+    from helpers.papers.sequence_repetition import experiment_data, experiment_table2, mechanism, report
 
     if args.threads:
         torch.set_num_threads(args.threads)
     name = "tiny-random:llama" if args.tiny else args.model
     model, tokenizer = models.load_model(name, dtype="float32" if not torch.cuda.is_available() else "bfloat16")
-    body = model.get_decoder()
-    depth = R.num_layers_of(body)
+    body = models.decoder_body(model)
+    depth = models.num_layers(body)
     texts = [s.text for s in data.load_sentences("austen", "test", min_words=5) if len(s.text.split()) <= args.max_words]
-    sentences = R.encode_sentences(tokenizer, [R.TaggedSentence(tuple(t.split()), ("O",) * len(t.split()))
-                                               for t in texts[:args.sentences]], 256)
-    ids, mask = R.speed_inputs(sentences, args.sentences, tokenizer.pad_token_id)
-    exits = list(R.exit_layers(depth)) + [None]
-    speedups, seconds = R.measure_speedups(body, ids, mask, repeats=(0, 1, 2, 4, 8), exits=exits,
-                                           batch_size=args.batch, trials=args.rounds)
+    tagged = [experiment_data.TaggedSentence(tuple(t.split()), ("O",) * len(t.split())) for t in texts[:args.sentences]]
+    sentences = experiment_data.encode_sentences(tokenizer, tagged, 256)
+    ids, mask = experiment_table2.speed_inputs(sentences, args.sentences, tokenizer.pad_token_id)
+    exits = list(mechanism.exit_layers(depth)) + [None]
+    speedups, seconds = experiment_table2.measure_speedups(body, ids, mask, repeats=(0, 1, 2, 4, 8), exits=exits,
+                                                           batch_size=args.batch, trials=args.rounds)
     tokens = int(mask.sum())
     print(f"\n{name} ({depth} layers), {len(sentences)} sentences ({tokens} tokens, padded to {ids.shape[1]}), "
           f"batch {args.batch}, median of {args.rounds} rounds, torch threads {torch.get_num_threads()}, "
@@ -51,9 +51,9 @@ def main() -> None:
     print(seconds.round(3).to_string())
     print("\nspeedup over r = 0 with all layers (ours):")
     print(speedups.round(2).to_string())
-    paper = R.paper_speedups_table()
-    ours_at_paper_exits = pd.DataFrame({r: [speedups.loc[R.scaled_exit_layer(layer, depth), r] for layer in paper.index]
-                                        for r in paper.columns}, index=paper.index)
+    paper = report.paper_speedups_table()
+    ours_at_paper_exits = pd.DataFrame({r: [speedups.loc[mechanism.scaled_exit_layer(layer, depth), r]
+                                            for layer in paper.index] for r in paper.columns}, index=paper.index)
     print("\nours at the paper's relative exits | paper (Mistral-7B, 32 layers):")
     side = pd.concat({"ours": ours_at_paper_exits.round(2), "paper": paper}, axis=1)
     print(side.to_string())

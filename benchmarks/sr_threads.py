@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from helpers import models, paths, profiles
-from helpers import repetition as R
+from helpers.papers.sequence_repetition import SETTINGS, Strategy, experiment_data, run_experiments
 
 
 def main() -> None:
@@ -27,9 +27,9 @@ def main() -> None:
     parser.add_argument("--r", type=int, default=1)
     arguments = parser.parse_args()
     cfg = profiles.get("cpu")
-    base = dataclasses.replace(R.SETTINGS["cpu"], steps=arguments.steps, eval_every=0)
+    base = SETTINGS["cpu"].with_training(steps=arguments.steps, eval_every=0)
     _, tokenizer = models.load_model(cfg.model_name)
-    tagging = R.load_tagging_data(tokenizer, "chunks", base, cfg.corpus, seed=cfg.seed, progress=False)
+    tagging = experiment_data.load_tagging_data(tokenizer, "chunks", base, cfg.corpus, seed=cfg.seed, progress=False)
     layouts = {"2 processes x 1 thread": dict(workers=2, threads=1), "1 process x 2 threads": dict(workers=1, threads=2)}
     seconds, scores = {}, {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -40,8 +40,8 @@ def main() -> None:
             original = paths.runs_dir
             paths.runs_dir = lambda root=paths_root: root  # keep the benchmark's runs out of runs/
             try:
-                results = R.run_experiments({"chunks": tagging}, [R.Strategy("sr", arguments.r)], (5, 29), settings,
-                                            model_name=cfg.model_name, run_prefix="bench", resume=False, progress=False)
+                results = run_experiments({"chunks": tagging}, [Strategy("sr", arguments.r)], (5, 29), settings,
+                                          model_name=cfg.model_name, run_prefix="bench", resume=False, progress=False)
             finally:
                 paths.runs_dir = original
             seconds[name] = time.perf_counter() - started

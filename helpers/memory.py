@@ -247,9 +247,10 @@ def workload(notebook: str, profile, settings=None) -> Workload:
                         profile.lora_r, settings.gradient_checkpointing, 0.2 * (1 - span_share) + span_share,
                         extra_tokens=views, extra_forward_tokens=views // 2, resident_models=NOTEBOOK_03_RESIDENT,
                         note=f"phase 2 with {views} SSCL tokens; Table 6 runs with the other models resident")
-    longest = settings.batch_size * (max(settings.repeats) + 1) * settings.max_tokens  # padded to max_tokens, r max
-    return Workload("04", shape, settings.batch_size, settings.grad_accum, (max(settings.repeats) + 1) * settings.max_tokens,
-                    bool(settings.qlora), settings.lora_r, settings.gradient_checkpointing, 0.0,
+    recipe = settings.training  # sequence repetition nests what changes a trained tagger
+    longest = recipe.batch_size * (max(settings.repeats) + 1) * settings.max_tokens  # padded to max_tokens, r max
+    return Workload("04", shape, recipe.batch_size, recipe.grad_accum, (max(settings.repeats) + 1) * settings.max_tokens,
+                    bool(recipe.qlora), recipe.lora_r, recipe.gradient_checkpointing, 0.0,
                     note=f"r={max(settings.repeats)}, rows padded to {settings.max_tokens} tokens ({longest} tokens)")
 
 
@@ -265,7 +266,10 @@ def training_settings(notebook: str, profile):
 
 
 def with_micro_batch(settings, micro_batch: int, grad_accum: int):
-    """``settings`` (any of :func:`training_settings`) with a new micro-batch and accumulation."""
+    """``settings`` (any of :func:`training_settings`) with a new micro-batch and accumulation (sequence
+    repetition's sit in its nested ``settings.training``)."""
+    if hasattr(settings, "training"):
+        return dataclasses.replace(settings, training=with_micro_batch(settings.training, micro_batch, grad_accum))
     return dataclasses.replace(settings, batch_size=micro_batch, grad_accum=grad_accum)
 
 

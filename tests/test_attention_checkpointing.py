@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from helpers import attention as A
 from helpers import masks as M
 from helpers import models
-from helpers import repetition as R
+from helpers.papers import sequence_repetition as R
 
 LAYERS, VOCAB = 6, 200
 

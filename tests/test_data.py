@@ -320,8 +320,8 @@ def test_conll2003_maps_tag_ids_to_names_skips_empty_rows_and_limits(monkeypatch
     assert sentences[0].chunks == ("B-NP", "B-NP", "B-VP", "O")
     assert len(data.conll2003("test", limit=1)) == 1
 
-    from helpers import repetition
-    assert [s.tags for s in repetition.conll2003_sentences("test")] == [s.ner for s in sentences]
+    from helpers.papers import sequence_repetition
+    assert [s.tags for s in sequence_repetition.conll2003_sentences("test")] == [s.ner for s in sentences]
 
 
 def test_conll2003_offline_and_bad_split_errors(monkeypatch):

@@ -6,10 +6,10 @@ it), so an entry point that forgets to move an input fails here exactly as it wo
 inputs are built on the CPU, as the notebooks build them.
 
 Meta tensors hold no values, so a helper that ends by copying its result to the CPU for a plot
-(``attention.influence``, ``attention.attention_maps``, ``repetition.unmasked_similarity``) stops at that copy with "Cannot copy out of meta tensor": the
+(``attention.influence``, ``attention.attention_maps``, ``sequence_repetition.unmasked_similarity``) stops at that copy with "Cannot copy out of meta tensor": the
 test asserts it gets exactly that far, i.e. that no device mix came before and the result is being
 handed to the CPU. Not covered, because transformers or the helper reads tensor values in Python, which
-meta tensors do not have: helpers that call the model with its own 2D mask (``measure_block_shares``,
+meta tensors do not have: helpers that call the model with its own 2D mask (``measure_block_share_views``,
 ``experiment_table5.generate``, ``openltg.autoregressive_generate``; covered: ``block_mass_shares``, where the bug
 was), helpers that pass an already-moved padding mask (``mask_predict``, ``experiment_table1.word_features``), and
 loops that read losses (``evaluate_masked_lm``, ``training.train``).
@@ -23,7 +23,7 @@ from helpers import attention as A
 from helpers import models
 from helpers import masks as M
 from helpers import objectives as O
-from helpers import repetition as R
+from helpers.papers import sequence_repetition as R
 from helpers.device import model_device
 from helpers.masked_lm import MNTPDecoder
 from helpers.papers import openltg

@@ -15,7 +15,7 @@ import pytest
 from helpers import data, models, profiles
 from helpers.papers import openltg
 from helpers import masks as M
-from helpers import repetition as R
+from helpers.papers import sequence_repetition as R
 from helpers.papers.magnet import experiment as magnet_experiment
 from helpers.papers.magnet import experiment_table1, experiment_table2, experiment_table5
 from helpers.papers.magnet.settings import SETTINGS as MAGNET_SETTINGS

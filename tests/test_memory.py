@@ -91,8 +91,10 @@ def test_fit_training_hands_back_the_notebooks_own_object(notebook, capsys):
     budget = memory.estimate(work).total_gib - 0.3
     shrunk = memory.fit_training(notebook, profile, budget_gib=budget)
     before = memory.training_settings(notebook, profile)  # the same kind of object for every notebook
-    assert unchanged == before and type(shrunk) is type(before) and shrunk.batch_size < before.batch_size
-    assert shrunk.batch_size * shrunk.grad_accum == before.batch_size * before.grad_accum
+    assert unchanged == before and type(shrunk) is type(before)
+    recipe = lambda settings: getattr(settings, "training", settings)  # noqa: E731  (04 nests its micro-batch)
+    assert recipe(shrunk).batch_size < recipe(before).batch_size
+    assert recipe(shrunk).batch_size * recipe(shrunk).grad_accum == recipe(before).batch_size * recipe(before).grad_accum
     assert "micro-batch" in capsys.readouterr().out
     with pytest.raises(ValueError, match="notebook='05'"):
         memory.fit_training("05", profile)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from helpers import attention, checks, data, masks, metrics, models, objectives, profiles
-from helpers import repetition, training
+from helpers import training
 from helpers.papers import openltg
+from helpers.papers import sequence_repetition as repetition
 from helpers.papers.emat import experiment_data as emat_data, mechanism as emat_mechanism
 
 INF, NAN = float("inf"), float("nan")

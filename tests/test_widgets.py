@@ -18,9 +18,11 @@ import torch  # noqa: E402
 from helpers import masks as M  # noqa: E402
 from helpers import metrics, models, objectives, plots, training  # noqa: E402
 from helpers.papers.emat import experiment as emat_experiment, figures as emat_figures, settings as emat_settings  # noqa: E402
+from helpers.papers.lecture import figures as lecture_figures  # noqa: E402
 from helpers.papers.magnet import figures as magnet_figures  # noqa: E402
 from helpers.papers.mntp import figures as mntp_figures  # noqa: E402
 from helpers.papers.openltg import figures as openltg_figures, report as openltg_report  # noqa: E402
+from helpers.papers.sequence_repetition import figures as sr_figures  # noqa: E402
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 UNUSED = object()  # stands in for a model or data argument the controls never touch
@@ -41,12 +43,14 @@ def notebook_widgets():
     maps, named = _maps()
     tokens = [f"t{i}" for i in range(6)]
     return {
-        "01 magnet": (plots.magnet_view, dict(span_start=(0, 12), span_end=(0, 12), second_start=(0, 12),
-                                              second_end=(0, 12), length=(4, 24))),
-        "01 repetition": (plots.repetition_view, dict(r=(0, 8))),
-        "01 dswa": (partial(plots.dswa_view, num_layers=30, fixed_window=64, alpha_min=0.125, alpha_max=0.75),
+        "01 magnet": (lecture_figures.magnet_view, dict(span_start=(0, 12), span_end=(0, 12), second_start=(0, 12),
+                                                        second_end=(0, 12), length=(4, 24))),
+        "01 repetition": (lecture_figures.repetition_view, dict(r=(0, 8))),
+        "01 dswa": (partial(lecture_figures.dswa_view, num_layers=30, fixed_window=64, alpha_min=0.125,
+                            alpha_max=0.75),
                     dict(window=(1, 16), alpha_min=(0.0, 1.0, 0.025), alpha_max=(0.0, 1.0, 0.05))),
-        "01 attention": (partial(plots.attention_view, maps, tokens, named_masks=named), dict(layer=(0, 1), head=(0, 1))),
+        "01 attention": (partial(lecture_figures.attention_view, maps, tokens, named_masks=named),
+                         dict(layer=(0, 1), head=(0, 1))),
         "02 masking": (partial(mntp_figures.masking_view, UNUSED, "text", mask_token="underscore"),
                        dict(ratio=(0.05, 0.95, 0.05), mask_token=list(objectives.MASK_TOKEN_CHOICES),
                             objective=list(objectives.OBJECTIVES), seed=(0, 20))),
@@ -54,8 +58,8 @@ def notebook_widgets():
                       dict(passage=ipywidgets.Textarea(value="A passage.", continuous_update=False),
                            span_start=ipywidgets.IntSlider(value=5, min=0, max=60, continuous_update=False),
                            span_words=ipywidgets.IntSlider(value=6, min=1, max=30, continuous_update=False))),
-        "04 tagging": (partial(plots.sr_tagging_view, {1: UNUSED, 2: UNUSED}, UNUSED, ["O"], sentence="A sentence .",
-                               r=2, layer=15, reference_task="chunks"),
+        "04 tagging": (partial(sr_figures.sr_tagging_view, {1: UNUSED, 2: UNUSED}, UNUSED, ["O"],
+                               sentence="A sentence .", r=2, layer=15, reference_task="chunks"),
                        dict(sentence=str, r=[1, 2], layer=(0, 29))),
         "05 decoding": (partial(openltg_figures.decoding_view, UNUSED, UNUSED, beta=1.8, iterations=8, window=64, top_p=0.9,
                                 length=32, probe_position=7, seed=0),
@@ -78,13 +82,13 @@ def test_every_control_opens_at_the_view_default(name):
 
 def test_a_control_whose_default_lies_outside_its_range_is_refused():
     with pytest.raises(ValueError, match="alpha_min.*outside the range"):
-        plots.view_controls(plots.dswa_view, alpha_min=(0.2, 1.0, 0.05))
+        plots.view_controls(lecture_figures.dswa_view, alpha_min=(0.2, 1.0, 0.05))
     with pytest.raises(ValueError, match="mask_token.*not one of the options"):
         plots.view_controls(partial(mntp_figures.masking_view, UNUSED, "x"), mask_token=["eos"])
     with pytest.raises(ValueError, match="no default"):
         plots.view_controls(partial(magnet_figures.infill_view, UNUSED, UNUSED), passage=str)
     with pytest.raises(ValueError, match="span_start: the widget opens at 9"):
-        plots.view_controls(plots.magnet_view, span_start=ipywidgets.IntSlider(value=9, max=12))
+        plots.view_controls(lecture_figures.magnet_view, span_start=ipywidgets.IntSlider(value=9, max=12))
 
 
 def test_notebooks_build_every_widget_with_interactive_view():
@@ -110,9 +114,10 @@ def _completer_without_a_model():
 
 
 BAD_SETTINGS = {
-    "overlapping spans": (plots.magnet_view, dict(span_start=3, span_end=7, second_start=5, second_end=9), "overlaps"),
-    "span past the length": (plots.magnet_view, dict(span_start=3, span_end=12, length=8), "shorter than"),
-    "alpha_min > alpha_max": (plots.dswa_view, dict(alpha_min=0.5, alpha_max=0.25), "must not exceed"),
+    "overlapping spans": (lecture_figures.magnet_view, dict(span_start=3, span_end=7, second_start=5, second_end=9),
+                          "overlaps"),
+    "span past the length": (lecture_figures.magnet_view, dict(span_start=3, span_end=12, length=8), "shorter than"),
+    "alpha_min > alpha_max": (lecture_figures.dswa_view, dict(alpha_min=0.5, alpha_max=0.25), "must not exceed"),
     "sentence without [MASK]": (partial(emat_figures.completion_view, _completer_without_a_model()),
                                 dict(sentence="No mask here.", k=8), r"\[MASK\]"),
 }
@@ -144,8 +149,8 @@ def test_interactive_view_shows_the_message_in_place_of_the_figure(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda *objects, **_: shown.extend(objects))
     plt.close("all")
-    widget = plots.interactive_view(plots.magnet_view, span_start=(0, 12), span_end=(0, 12), second_start=(0, 12),
-                                    second_end=(0, 12), length=(4, 24))
+    widget = plots.interactive_view(lecture_figures.magnet_view, span_start=(0, 12), span_end=(0, 12),
+                                    second_start=(0, 12), second_end=(0, 12), length=(4, 24))
     assert isinstance(shown[-1], plt.Figure)  # the opening state draws
     controls = {control.description: control for control in widget.kwargs_widgets}
     controls["second_start"].value, controls["second_end"].value = 5, 9  # overlaps (3, 7)
@@ -176,42 +181,6 @@ def test_show_returns_none(tmp_path, monkeypatch):
     fig = plt.figure()
     assert plots.show(fig, "test_widgets_show") is None
     assert not plt.fignum_exists(fig.number)
-
-
-def test_dswa_view_draws_the_layers_it_is_given():
-    fig = plots.dswa_view(num_layers=30)
-    schedule = fig.axes[1]
-    assert len(schedule.patches) == 30
-    assert [round(bar.get_height()) for bar in schedule.patches] == M.dswa_window_schedule(30, 64)
-    plt.close(fig)
-
-
-def test_attention_view_hatches_exactly_the_masked_cells_on_a_sqrt_scale():
-    from matplotlib.collections import PatchCollection
-    from matplotlib.colors import PowerNorm
-
-    maps, named = _maps(length=6)
-    fig = plots.attention_view(maps, [f"t{i}" for i in range(6)], layer=1, head=1, named_masks=named)
-    for ax, name in zip(fig.axes, maps):
-        image = ax.get_images()[0]
-        assert isinstance(image.norm, PowerNorm) and image.norm.gamma == 0.5
-        hatched = [c for c in ax.collections if isinstance(c, PatchCollection)]
-        hidden = int((~M.dense(named[name], 6)).sum())
-        assert (len(hatched[0].get_paths()) if hatched else 0) == hidden
-        if hidden:
-            assert hatched[0].get_hatch() == "////"
-    plt.close(fig)
-    with pytest.raises(ValueError, match="named_masks"):
-        plots.attention_view(maps, ["t"] * 6, named_masks={"causal": M.causal})
-
-
-@pytest.mark.parametrize("r", range(0, 9))
-def test_sr_block_labels_stay_readable(r):
-    fig = plots.repetition_view(r=r)
-    labels = [text for text in fig.axes[0].texts]
-    assert len(labels) == (r + 1) ** 2  # one label per block
-    assert min(text.get_fontsize() for text in labels) >= 7
-    plt.close(fig)
 
 
 def test_trace_figure_histogram_uses_the_top_50_of_the_text():

@@ -1,21 +1,10 @@
-"""Figures and widget callbacks, one submodule per notebook, all re-exported here.
+"""The shared drawing tools: saving and showing figures, the mask heatmap, and the widget helpers.
 
-Every callback is a plain function that returns a figure; ``save_figure``/``show`` write to figures/.
-Each submodule lists its public names in ``__all__``.
+Every figure and widget view of a paper lives in its package (``helpers.papers.<paper>.figures``); a view is a plain
+function returning a figure, opened as a widget with :func:`interactive_view` and also called directly.
 """
-import importlib as _importlib
+from .core import (CONTEXT_COLOR, MASKED_COLOR, SPAN_COLOR, as_numpy, draw_mask, interactive_view, render_view,
+                   save_figure, show, token_labels, view_controls, view_defaults)
 
-from .core import *  # noqa: F401,F403  (notebooks 01-02 and the shared tools)
-from .core import _display  # noqa: F401
-
-for _name in ("magnet", "repetition", "decoding", "mtc"):  # notebooks 03-06
-    try:
-        _module = _importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _error:
-        if _error.name != f"{__name__}.{_name}":
-            raise
-        continue
-    _clashes = sorted(set(_module.__all__) & set(globals()))
-    if _clashes:
-        raise ImportError(f"helpers.plots.{_name} redefines {_clashes}; give them distinct names")
-    globals().update({_public: getattr(_module, _public) for _public in _module.__all__})
+__all__ = ["CONTEXT_COLOR", "MASKED_COLOR", "SPAN_COLOR", "as_numpy", "draw_mask", "interactive_view", "render_view",
+           "save_figure", "show", "token_labels", "view_controls", "view_defaults"]

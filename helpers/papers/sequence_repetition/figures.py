@@ -1,4 +1,4 @@
-"""Notebook 04's figures and its widget: sequence repetition (seed 003).
+"""Notebook 04's figures and its widget: sequence repetition (seed 003), Fig. 1, 2 and 5 and Table 2.
 
 Every function returns a figure; the notebook shows and saves it with ``plots.show``.
 """
@@ -11,12 +11,11 @@ import numpy as np
 import torch
 from matplotlib.patches import Rectangle
 
-from .. import masks as M
-from .. import repetition as R
-from .core import _as_numpy, token_labels
-
-__all__ = ["sr_block_analysis_figure", "sr_f1_figure", "sr_early_exit_figure", "sr_speed_figure", "sr_tagging_view",
-           "sr_attention_figure", "sr_probe_figure"]
+from ... import data
+from ... import masks as M
+from ...plots.core import as_numpy, token_labels
+from .experiment import explain_sentence
+from .experiment_data import conll_types
 
 _BLOCK_COLORS = {M.BLOCK_FULL: "#08519c", M.BLOCK_LOWER: "#31a354", M.BLOCK_ZERO: "#bdbdbd"}
 
@@ -46,7 +45,7 @@ def sr_block_analysis_figure(measured: dict[int, torch.Tensor], similarity: dict
     palette = plt.get_cmap("viridis")
     for index, r in enumerate(keys):
         color = palette(index / max(1, len(keys) - 1))
-        shares = _as_numpy(measured[r])
+        shares = as_numpy(measured[r])
         per_layer.plot(np.arange(len(shares)), shares, "-", color=color, label=f"r={r}")
         per_layer.axhline(M.bidirectional_block_share(r), color=color, ls="--", lw=0.8)
     per_layer.set(xlabel="layer", ylabel="attention mass in full blocks", ylim=(0, 1),
@@ -55,7 +54,7 @@ def sr_block_analysis_figure(measured: dict[int, torch.Tensor], similarity: dict
     if similarity:
         ax = axes[2]
         for index, r in enumerate(sorted(similarity)):
-            values = _as_numpy(similarity[r])
+            values = as_numpy(similarity[r])
             ax.plot(np.arange(len(values)), values, color=palette(index / max(1, len(similarity) - 1)), label=f"r={r}")
         ax.set(xlabel="layer", ylabel="cosine(last copy, unmasked single copy)", ylim=(-0.05, 1.05),
                title="optional: closeness to the fully unmasked model")
@@ -73,7 +72,7 @@ def _task_axes(tasks: Sequence[str], width: float = 5.2, height: float = 4.0):
 def sr_f1_figure(summary, paper: dict | None = None, title_suffix: str = "") -> plt.Figure:
     """SR Fig. 2: micro F1 against r (mean ± 95% CI band over seeds), with middle and full unmasking as lines.
 
-    ``paper`` (e.g. ``repetition.paper_f1_by_r()``) adds the paper's CoNLL03 curve in gray on each panel.
+    ``paper`` (e.g. ``report.paper_f1_by_r()``) adds the paper's CoNLL03 curve in gray on each panel.
     """
     tasks = list(dict.fromkeys(summary.task))
     fig, axes = _task_axes(tasks)
@@ -154,7 +153,7 @@ def sr_attention_figure(explained: dict, tokenizer, layer: int = -1, silver: Seq
     layout = M.Repetition(n, r)
     fig, (ax, tags) = plt.subplots(2, 1, figsize=(max(6.5, 0.16 * layout.length + 3), max(7.5, 0.16 * layout.length + 4)),
                                    gridspec_kw={"height_ratios": [4, 1.1]})
-    ax.imshow(_as_numpy(weights[layer].mean(0)) ** 0.5, cmap="magma", vmin=0, vmax=1)
+    ax.imshow(as_numpy(weights[layer].mean(0)) ** 0.5, cmap="magma", vmin=0, vmax=1)
     for i in range(layout.k):
         for j in range(layout.k):
             kind = layout.block_kind(i, j)
@@ -189,11 +188,9 @@ def sr_tagging_view(taggers: dict, tokenizer, labels: Sequence[str], sentence: s
                     reference_task: str | None = None) -> plt.Figure:
     """Widget: type a sentence and pick r; see the trained tagger's attention on s^k with its blocks, and its tags.
 
-    ``taggers`` maps r to a trained :class:`~helpers.repetition.TokenTagger`; words come from spaCy, and with
+    ``taggers`` maps r to a trained :class:`~.mechanism.TokenTagger`; words come from spaCy, and with
     ``reference_task`` ("ner" or "chunks") the silver tags are shown under the prediction.
     """
-    from .. import data
-
     if r not in taggers:
         raise ValueError(f"r={r!r} has no trained tagger; expected one of {sorted(taggers)}")
     if not sentence.strip():
@@ -201,10 +198,10 @@ def sr_tagging_view(taggers: dict, tokenizer, labels: Sequence[str], sentence: s
     labelled = data.silver_labels([sentence], progress=False)[0]
     reference = None
     if reference_task == "ner":
-        reference = R.conll_types(labelled.ner)
+        reference = conll_types(labelled.ner)
     elif reference_task == "chunks":
         reference = labelled.chunks
-    explained = R.explain_sentence(taggers[r], tokenizer, labels, labelled.words)
+    explained = explain_sentence(taggers[r], tokenizer, labels, labelled.words)
     return sr_attention_figure(explained, tokenizer, layer, reference)
 
 

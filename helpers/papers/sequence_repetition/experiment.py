@@ -1,0 +1,305 @@
+"""§3.3-§3.5 token labelling for notebook 04: build, fine-tune, score and reload SR taggers and their baselines.
+
+Each run (task, strategy, seed) lives in ``runs/<prefix>_<task>_<strategy>_s<seed>_<fingerprint>``, keyed by a
+:class:`TaggerRunKey` through :func:`helpers.store.reuse_run`: the training settings, the strategy, the seed, the
+model and the data's fingerprint, exactly what changes a trained tagger.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from ... import attention, metrics, models, store, training
+from ...device import resolve_four_bit
+from .experiment_data import EncodedSentence, TaggingData, collate, encode_words
+from .mechanism import PAPER_DEPTH, Strategy, TokenTagger, scaled_exit_layer, truncate_layers
+from .settings import RepetitionSettings, TaggerTraining
+
+BEST_FILE = "best.pt"
+
+
+def _half_compute(body) -> None:
+    """App. A.4: nf4 weights with fp16 computation."""
+    for module in body.modules():
+        if type(module).__name__ == "Linear4bit":
+            module.compute_dtype = torch.float16
+
+
+def build_tagger(model_name: str, num_labels: int, strategy: Strategy, settings: TaggerTraining, *,
+                 seed: int = 0, device=None) -> tuple[TokenTagger, object]:
+    """The profile's decoder, cut at ``strategy.exit_layer``, with LoRA (r, α, dropout from ``settings``) on
+    q, k, v, o of the kept layers and a fresh head, both drawn from ``seed`` (two builds with one seed are
+    identical). QLoRA (nf4, fp16) on CUDA."""
+    four_bit = bool(settings.qlora) and resolve_four_bit(True, torch.device(device) if device else None)
+    model, tokenizer = models.load_model(model_name, attn_implementation="sdpa", load_in_4bit=four_bit, device=device,
+                                         **({"dtype": "float16"} if four_bit else {}))
+    body = models.decoder_body(model)
+    if strategy.exit_layer is not None:
+        truncate_layers(body, strategy.exit_layer)
+    if four_bit:
+        _half_compute(body)
+    if settings.gradient_checkpointing and torch.cuda.is_available():
+        body.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+        body.enable_input_require_grads()
+    lora = training.LoraSettings(r=settings.lora_r, alpha=settings.lora_alpha, dropout=settings.lora_dropout)
+    torch.manual_seed(seed)  # before add_lora: LoRA's A matrices are drawn here
+    body = training.add_lora(body, lora, four_bit=four_bit)
+    tagger = TokenTagger(body, num_labels, strategy, settings.pad_policy, settings.classifier_dropout)
+    tagger.head.to(next(p for p in body.parameters()).device)
+    return tagger, tokenizer
+
+
+@torch.no_grad()
+def predict_tags(tagger: TokenTagger, sentences: Sequence[EncodedSentence], labels: Sequence[str], pad_id: int,
+                 batch_size: int = 16) -> list[list[str]]:
+    """The argmax tag of each word, read at its first sub-token."""
+    was_training = tagger.training
+    tagger.eval()
+    device = tagger.head.weight.device
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].input_ids))  # less padding
+    predictions: list[list[str]] = [[] for _ in sentences]
+    for start in range(0, len(order), batch_size):
+        chosen = order[start:start + batch_size]
+        chunk = [sentences[i] for i in chosen]
+        batch = collate(chunk, labels, pad_id)
+        logits = tagger(batch["input_ids"].to(device), batch["padding_mask"].to(device))["logits"]
+        best = logits.argmax(-1).cpu()
+        for row, (index, sentence) in enumerate(zip(chosen, chunk)):
+            predictions[index] = [labels[int(best[row, position])] for position in sentence.word_starts]
+    tagger.train(was_training)
+    return predictions
+
+
+def tagging_f1(tagger: TokenTagger, sentences: Sequence[EncodedSentence], labels: Sequence[str], pad_id: int,
+               batch_size: int = 16) -> float:
+    """seqeval micro F1 (strict IOB2) of the predicted tags against the gold ones."""
+    predicted = predict_tags(tagger, sentences, labels, pad_id, batch_size)
+    return metrics.seqeval_f1([list(s.tags) for s in sentences], predicted)
+
+
+def _trainable_state(model) -> dict:
+    return {name: tensor.detach().cpu().clone() for name, tensor in model.named_parameters() if tensor.requires_grad}
+
+
+def _load_trainable_state(model, state: dict) -> None:
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in state.items():
+            parameters[name].copy_(tensor)
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(seed: int, epoch: int, size: int) -> torch.Tensor:
+    return torch.randperm(size, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+
+
+# --------------------------------------------------------------------------- one tagger's run
+
+@dataclass(frozen=True)
+class TaggerRunKey:
+    """Exactly what changes a trained tagger: how it trains, the strategy, the seed, the model and the data."""
+
+    training: TaggerTraining
+    strategy: Strategy
+    seed: int
+    model: str
+    data: str  # TaggingData.fingerprint()
+
+
+def tagger_run(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
+               run_prefix: str, resume: bool = True) -> store.Run:
+    """The run folder of one (task, strategy, seed): ``runs/<run_prefix>_<task>_<strategy>_s<seed>_<fingerprint>``."""
+    key = TaggerRunKey(settings.training, strategy, seed, model_name, tagging.fingerprint())
+    return store.reuse_run(f"{run_prefix}_{tagging.task}_{strategy.slug}_s{seed}", key, resume=resume)
+
+
+def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
+                 run: store.Run, resume: bool = True, progress: bool = True) -> dict:
+    """Fine-tune one tagger (§3.3) and score it: the best validation F1 over evaluations, and test F1 there.
+
+    Batches walk through shuffled epochs of the training split as a pure function of (seed, step), so an
+    interrupted run resumes exactly (``training.train``). A finished ``run`` (:func:`tagger_run`) is read back
+    instead of retrained.
+    """
+    finished = run.finished()
+    if finished is not None:
+        return finished
+    recipe = settings.training
+    tagger, _ = build_tagger(model_name, len(tagging.labels), strategy, recipe, seed=seed)
+    device = tagger.head.weight.device
+    size = len(tagging.train)
+    started_batches = []
+
+    def batch_for(step: int, micro: int) -> dict:
+        started_batches.append(step)
+        first = (step * recipe.grad_accum + micro) * recipe.batch_size
+        chosen = []
+        for position in range(first, first + recipe.batch_size):
+            epoch, offset = divmod(position, size)
+            chosen.append(tagging.train[int(_epoch_order(seed, epoch, size)[offset])])
+        return {name: tensor.to(device) for name, tensor in collate(chosen, tagging.labels, tagging.pad_id).items()}
+
+    best_path = run.path / BEST_FILE
+    fix = f"Delete {run.path} to train this tagger again."
+
+    def evaluate(model) -> dict:
+        if not started_batches:  # step 0: the head is untrained, skip the cost
+            return {}
+        score = tagging_f1(model, tagging.validation, tagging.labels, tagging.pad_id, recipe.batch_size * 2)
+        best = store.load_torch(best_path, fix)["f1"] if best_path.exists() else -1.0
+        if score > best:
+            store.save_torch(best_path, {"f1": score, "state": _trainable_state(model)})
+        return {"validation_f1": score}
+
+    config = training.TrainConfig(steps=recipe.steps, batch_size=recipe.batch_size, grad_accum=recipe.grad_accum,
+                                  lr=recipe.lr, weight_decay=recipe.weight_decay, eval_every=recipe.eval_every,
+                                  checkpoint_every=settings.checkpoint_every, seed=seed)
+    started = time.perf_counter()
+    schedule = training.linear_decay(recipe.steps) if recipe.lr_schedule == "linear" else None
+    records = training.train(tagger, batch_for=batch_for, loss_fn=lambda model, batch: model(**batch), config=config,
+                             run_dir=run.path, evaluate=evaluate, resume=resume, progress=progress, lr_lambda=schedule)
+    seconds = time.perf_counter() - started
+    best = store.load_torch(best_path, fix)
+    _load_trainable_state(tagger, best["state"])
+    evaluations = [(r["step"], r["validation_f1"]) for r in records if "validation_f1" in r]
+    best_step = max(evaluations, key=lambda item: item[1])[0] if evaluations else recipe.steps
+    test_predictions = predict_tags(tagger, tagging.test, tagging.labels, tagging.pad_id, recipe.batch_size * 2)
+    result = {"task": tagging.task, "strategy": strategy.label, "kind": strategy.kind, "r": strategy.r,
+              "exit_layer": strategy.exit_layer, "seed": seed, "validation_f1": float(best["f1"]),
+              "test_f1": metrics.seqeval_f1([list(s.tags) for s in tagging.test], test_predictions),
+              "test_predictions": test_predictions, "evaluations": [list(item) for item in evaluations],
+              "best_step": best_step, "steps": recipe.steps, "train_seconds": seconds, "model": model_name,
+              "labels": list(tagging.labels), "run_dir": str(run.path)}
+    run.finish(result)
+    del tagger
+    gc.collect()
+    return result
+
+
+def exit_or_none(value) -> int | None:
+    """A results table's ``exit_layer`` cell as an int, or None for a full-depth run (None or NaN)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+
+
+def load_trained_tagger(result: dict, settings: RepetitionSettings) -> TokenTagger:
+    """Rebuild a tagger from its run directory (best validation weights), e.g. for the widget."""
+    strategy = Strategy(result["kind"], int(result["r"]), exit_or_none(result["exit_layer"]))
+    tagger, _ = build_tagger(result["model"], len(result["labels"]), strategy, settings.training, seed=result["seed"])
+    _load_trainable_state(tagger, store.load_torch(Path(result["run_dir"]) / BEST_FILE,
+                                                   f"Delete {result['run_dir']} to train this tagger again.")["state"])
+    return tagger.eval()
+
+
+def load_taggers(results, task: str, seed: int, settings: RepetitionSettings) -> dict[int, TokenTagger]:
+    """The trained full-depth SR taggers of one task and seed, keyed by r (for the widget)."""
+    rows = results[(results.task == task) & (results.kind == "sr") & (results.seed == seed)]
+    rows = rows[[exit_or_none(value) is None for value in rows.exit_layer]]
+    if rows.empty:
+        raise ValueError(f"task={task!r}, seed={seed!r}: no full-depth SR runs in the results")
+    return {int(row["r"]): load_trained_tagger(row.to_dict(), settings) for _, row in rows.iterrows()}
+
+
+# --------------------------------------------------------------------------- every run of a notebook section
+
+def main_strategies(settings: RepetitionSettings) -> list[Strategy]:
+    """SR for each r of the settings, then the unmasking baselines (§3.4)."""
+    return [Strategy("sr", r) for r in settings.repeats] + [Strategy(kind) for kind in settings.baselines]
+
+
+def exit_strategies(settings: RepetitionSettings, num_layers: int) -> list[Strategy]:
+    """§3.5: SR for each early-exit r at each of ``settings.exit_at`` (paper layers of 32) scaled to the model,
+    below the full depth."""
+    layers = sorted({scaled_exit_layer(layer, num_layers) for layer in settings.exit_at})
+    return [Strategy("sr", r, layer) for r in settings.exit_repeats for layer in layers if layer < num_layers]
+
+
+def _train_job(job: tuple) -> dict:
+    """One (tagging, strategy, settings, ...) job in a worker process with ``threads`` torch threads."""
+    tagging, strategy, settings, model_name, seed, run, resume = job
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    return train_tagger(tagging, strategy, settings, model_name=model_name, seed=seed, run=run, resume=resume,
+                        progress=False)
+
+
+def _job_cost(strategy: Strategy) -> float:
+    """Relative training cost: tokens per row (k copies) times the layers run (full depth counted as the paper's
+    32), for longest-first scheduling."""
+    return (strategy.r + 1) * (strategy.exit_layer - 1 if strategy.exit_layer else PAPER_DEPTH)
+
+
+def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequence[Strategy], seeds: Sequence[int],
+                    settings: RepetitionSettings, *, model_name: str, run_prefix: str, resume: bool = True,
+                    progress: bool = True):
+    """Train and score every (task, strategy, seed); one row each. Runs live in ``runs/<run_prefix>_...``
+    (:func:`tagger_run`).
+
+    With ``settings.workers`` > 1 the runs that are not finished train in that many processes (spawned, each
+    with ``settings.threads`` torch threads), longest first; every run is a pure function of its seed, so
+    the results are the same as in one process.
+    """
+    import concurrent.futures
+    import multiprocessing
+
+    import pandas as pd
+
+    jobs = [(tagging_by_task[task], strategy, settings, model_name, seed,
+             tagger_run(tagging_by_task[task], strategy, settings, model_name=model_name, seed=seed,
+                        run_prefix=run_prefix, resume=resume), resume)
+            for task in tagging_by_task for strategy in strategies for seed in seeds]
+    results: dict[int, dict] = {}
+    pending = []
+    for index, job in enumerate(jobs):
+        finished = job[5].finished()
+        if finished is not None:
+            results[index] = finished
+        else:
+            pending.append(index)
+    pending.sort(key=lambda index: -_job_cost(jobs[index][1]))
+    bar = tqdm(total=len(jobs), initial=len(results), desc="taggers", disable=not progress)
+    if settings.workers > 1 and len(pending) > 1:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(min(settings.workers, len(pending)), mp_context=context) as pool:
+            futures = {pool.submit(_train_job, jobs[index]): index for index in pending}
+            for future in concurrent.futures.as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.update()
+    else:
+        previous = torch.get_num_threads()
+        try:
+            for index in pending:
+                results[index] = _train_job(jobs[index])
+                bar.update()
+        finally:
+            torch.set_num_threads(previous)
+    bar.close()
+    return pd.DataFrame([results[index] for index in range(len(jobs))])
+
+
+# --------------------------------------------------------------------------- the widget's data
+
+@torch.no_grad()
+def explain_sentence(tagger: TokenTagger, tokenizer, labels: Sequence[str], words: Sequence[str],
+                     max_tokens: int = 64) -> dict:
+    """Attention weights of the tagger on the repeated sentence, its tokens, and the predicted tag per word."""
+    ids, starts = encode_words(tokenizer, words, max_tokens)
+    input_ids = torch.tensor([ids], device=tagger.head.weight.device)
+    body = tagger.body
+    previous = attention.attention_implementation(body)
+    body.set_attn_implementation("eager")
+    try:
+        result = tagger(input_ids, torch.ones_like(input_ids), output_attentions=True)
+    finally:
+        body.set_attn_implementation(previous)
+    best = result["logits"][0].argmax(-1).cpu()
+    weights = torch.stack([w[0].float().cpu() for w in result["output"].attentions])
+    return {"attention": weights, "tokens": ids, "word_starts": starts, "words": list(words[:len(starts)]),
+            "predicted": [labels[int(best[s])] for s in starts], "n": len(ids), "r": tagger.strategy.r}

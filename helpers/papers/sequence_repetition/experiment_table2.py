@@ -1,0 +1,63 @@
+"""§4.5, Table 2: inference speedup of SR with early exit, for every r x exit layer, measured in one run."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ... import masks as M
+from ... import metrics, models
+from .experiment_data import EncodedSentence, collate
+from .mechanism import Strategy, check_exit_layer, check_fits, early_exit, sr_features
+
+
+@torch.inference_mode()
+def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, *, repeats: Sequence[int],
+                     exits: Sequence[int | None], batch_size: int, trials: int = 3, policy: str = "packed",
+                     progress: bool = True):
+    """Table 2: inference time of SR features for every r x exit layer, as speedups over (r = 0, all layers).
+
+    All configurations run in the same process, interleaved round by round; each time is the median of
+    ``trials`` passes over the sentences. Returns ``(speedups, seconds)``: rows exit layer (None = all), columns r.
+    """
+    import pandas as pd
+
+    repeats = [M.check_repeats(r) for r in repeats]
+    depth = models.num_layers(body)
+    exits = [None if layer is None else check_exit_layer(layer, depth) for layer in exits]
+    for r in repeats:
+        check_fits(body, input_ids.shape[1], r)
+    configs = [(layer, r) for layer in exits for r in repeats]
+    if (None, 0) not in configs:
+        configs.append((None, 0))
+    device = next(body.parameters()).device
+    batches = [(input_ids[i:i + batch_size].to(device), padding_mask[i:i + batch_size].to(device))
+               for i in range(0, len(input_ids), batch_size)]
+
+    def one_pass(layer, r):
+        def run(_):
+            with early_exit(body, layer):
+                for ids, mask in batches:
+                    sr_features(body, ids, mask, Strategy("sr", r), policy)
+        return run
+
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else None
+    milliseconds = metrics.interleaved_timings({config: one_pass(*config) for config in configs}, [None], rounds=trials,
+                                               best=False, synchronize=synchronize, progress=progress)
+    seconds = {config: elapsed / 1000 for config, elapsed in milliseconds.items()}
+    base = seconds[(None, 0)]
+    index = [layer if layer is not None else depth for layer in exits]
+    speedups = pd.DataFrame([[base / seconds[(layer, r)] for r in repeats] for layer in exits],
+                            index=pd.Index(index, name="exit layer"), columns=pd.Index(repeats, name="r"))
+    raw = pd.DataFrame([[seconds[(layer, r)] for r in repeats] for layer in exits],
+                       index=pd.Index(index, name="exit layer"), columns=pd.Index(repeats, name="r"))
+    return speedups, raw
+
+
+def speed_inputs(sentences: Sequence[EncodedSentence], count: int, pad_id: int):
+    """The first ``count`` sentences as one right-padded batch (ids, padding mask) for :func:`measure_speedups`."""
+    if not sentences:
+        raise ValueError("sentences is empty; Table 2 needs sentences to time")
+    chosen = list(sentences[:count])
+    batch = collate(chosen, ("O",), pad_id)
+    return batch["input_ids"], batch["padding_mask"]

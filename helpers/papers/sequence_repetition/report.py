@@ -1,0 +1,486 @@
+"""Notebook 04's numbers beside the paper's: the paper's tables (once), our tables, sentences and claims rows.
+
+- Fig. 1 (§2): the measured share of attention mass in full blocks against ``(k-1)/(k+1)``, four views;
+- Fig. 2 and Table 1 (§4.1-§4.2): F1 against r, SR against middle and full unmasking;
+- Fig. 5 (§4.4): early exit, fine-tuned and probed;
+- Table 2 (§4.5): speedups.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ... import masks as M
+from ... import metrics
+from .experiment import exit_or_none
+from .experiment_data import TaggingData
+from .mechanism import SHARE_VIEWS, scaled_exit_layer
+
+# --------------------------------------------------------------------------- the paper's numbers
+
+# Table 5, CoNLL03 test micro F1 (mean of five seeds) for SR at r = 0..8, middle (MU) and full unmasking (FU).
+PAPER_CONLL03 = {
+    "Gemma-7B": {0: 81.87, 1: 93.20, 2: 93.38, 4: 93.38, 8: 93.25, "middle": 91.46, "full": 92.75},
+    "Gemma2-2B": {0: 80.13, 1: 92.60, 2: 93.05, 4: 93.09, 8: 92.87, "middle": 92.60, "full": 92.82},
+    "Gemma2-9B": {0: 82.20, 1: 93.44, 2: 93.58, 4: 93.59, 8: 93.51, "middle": 93.17, "full": 93.44},
+    "Mistral-7B": {0: 77.88, 1: 93.67, 2: 93.66, 4: 93.79, 8: 93.70, "middle": 93.48, "full": 93.69},
+    "Qwen3-1.7B": {0: 70.98, 1: 90.85, 2: 91.53, 4: 91.56, 8: 91.78, "middle": 90.31, "full": 90.27},
+    "Qwen3-4B": {0: 72.83, 1: 91.90, 2: 92.19, 4: 92.30, 8: 92.33, "middle": 91.87, "full": 91.17},
+    "Qwen3-8B": {0: 73.27, 1: 92.24, 2: 92.81, 4: 92.74, 8: 93.00, "middle": 92.23, "full": 91.99},
+}
+# Table 1: the r each model's SR row reports (its best average over the four datasets).
+PAPER_TABLE1_R = {"Gemma-7B": 4, "Gemma2-2B": 2, "Gemma2-9B": 2, "Mistral-7B": 4, "Qwen3-1.7B": 4, "Qwen3-4B": 8,
+                  "Qwen3-8B": 4}
+# Table 2: inference speedup over base Mistral-7B (r = 0, all 32 layers), rows exit@L, columns r.
+PAPER_SPEEDUPS = {9: {1: 3.96, 2: 2.89, 4: 2.13, 8: 1.47}, 14: {1: 2.15, 2: 1.74, 4: 1.25, 8: 0.82},
+                  19: {1: 1.51, 2: 1.25, 4: 0.98, 8: 0.59}, 24: {1: 1.17, 2: 0.98, 4: 0.72, 8: 0.46}}
+PAPER_TABLE1_COLUMN = "paper F1 (CoNLL03, 7-decoder mean)"
+EXIT_MARGIN = 2.0  # F1 points: "an exit matches the last layer" read as "is not worse by more than this"
+
+
+def paper_f1_by_r() -> dict:
+    """Table 5's CoNLL03 F1, averaged over the seven decoders, for each r and both unmasking baselines."""
+    keys = next(iter(PAPER_CONLL03.values())).keys()
+    return {key: float(np.mean([row[key] for row in PAPER_CONLL03.values()])) for key in keys}
+
+
+def paper_table1() -> dict[str, float]:
+    """Table 1's CoNLL03 column averaged over the seven decoders: SR at each model's reported r, MU, FU."""
+    return {"sr": float(np.mean([PAPER_CONLL03[m][r] for m, r in PAPER_TABLE1_R.items()])),
+            "middle": float(np.mean([row["middle"] for row in PAPER_CONLL03.values()])),
+            "full": float(np.mean([row["full"] for row in PAPER_CONLL03.values()]))}
+
+
+def paper_speedups_table():
+    """Table 2 as a frame: rows exit layer (of 32), columns r."""
+    import pandas as pd
+
+    return pd.DataFrame(PAPER_SPEEDUPS).T.rename_axis("exit layer").rename_axis("r", axis=1)
+
+
+# --------------------------------------------------------------------------- Fig. 1: block shares
+
+def block_share_views_table(views: dict[str, dict[int, "object"]], resamples: int = 2000):
+    """Fig. 1 in numbers, one row per r > 0: (k-1)/(k+1) beside each view's share (mean over layers and
+    sentences) with its 95% bootstrap interval over sentences."""
+    import pandas as pd
+
+    rows = []
+    for r in sorted(next(iter(views.values()))):
+        if r == 0:
+            continue
+        row = {"r": r, "analytic (k-1)/(k+1) of blocks": M.bidirectional_block_share(r)}
+        for view in SHARE_VIEWS:
+            per_sentence = views[view][r].mean(-1).tolist()
+            value, low, high = metrics.bootstrap_interval(per_sentence, resamples=resamples)
+            row[view] = value
+            row[f"{view} 95% interval"] = (low, high)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("r")
+
+
+def describe_block_share_views(table) -> str:
+    """Which measured share agrees with (k-1)/(k+1): the formula's value inside a view's interval, per r."""
+    lines = []
+    for r, row in table.iterrows():
+        formula = row["analytic (k-1)/(k+1) of blocks"]
+        parts = []
+        for view in SHARE_VIEWS:
+            low, high = row[f"{view} 95% interval"]
+            where = "agrees" if low <= formula <= high else ("above" if low > formula else "below")
+            parts.append(f"{view} {row[view]:.2f} [{low:.2f}, {high:.2f}] ({where})")
+        lines.append(f"r={r}: formula {formula:.2f}; " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def block_share_summary(measured: dict):
+    """Fig. 1 in numbers: per r, the mean over layers of attention mass in full and in diagonal blocks, and (k-1)/(k+1)."""
+    import pandas as pd
+
+    rows = []
+    for r, shares in sorted(measured.items()):
+        full = float(shares.mean())
+        rows.append({"r": r, "full blocks (measured)": full, "diagonal blocks (measured)": 1 - full,
+                     "full blocks (analytic share of blocks)": M.bidirectional_block_share(r),
+                     "lowest layer": float(shares.min()), "highest layer": float(shares.max())})
+    return pd.DataFrame(rows).set_index("r")
+
+
+def describe_block_shares(block_summary, similarity: dict | None = None) -> str:
+    """§2 on our numbers: the measured share of attention mass in full blocks against (k-1)/(k+1), and (optional)
+    the last layer's cosine between SR's last copy and the fully unmasked single copy."""
+    parts = [f"r={r}: {row['full blocks (measured)']:.2f} measured vs {row['full blocks (analytic share of blocks)']:.2f} analytic "
+             f"(layers {row['lowest layer']:.2f}-{row['highest layer']:.2f})" for r, row in block_summary.iterrows() if r > 0]
+    rising = all(a < b for a, b in zip(block_summary["full blocks (measured)"], block_summary["full blocks (measured)"][1:]))
+    return ("Attention mass in full (bidirectional) blocks, mean over layers: " + "; ".join(parts) + ". "
+            + ("It rises with r, as the block count predicts." if rising else "It does not rise monotonically with r.")
+            + ("" if not similarity else " Untrained, last-layer cosine to the fully unmasked model: "
+               + ", ".join(f"r={r} {float(values[-1]):.2f}" for r, values in sorted(similarity.items())) + "."))
+
+
+# --------------------------------------------------------------------------- Fig. 2, Table 1, Fig. 5: F1
+
+def summarize(*results, split: str = "test"):
+    """Mean and 95% CI half-width of F1 (x100, as the paper reports) over seeds, per task and strategy, and the
+    mean validation F1 (what :func:`best_sr_r` selects on). ``ci95`` is NaN for a single seed (print "n/a").
+
+    ``results`` are one or more tables from :func:`~.experiment.run_experiments`.
+    """
+    import pandas as pd
+
+    column = f"{split}_f1"
+    rows = []
+    keys = ["task", "kind", "r", "exit_layer", "strategy"]
+    frame = pd.concat(results, ignore_index=True)
+    frame["exit_layer"] = frame["exit_layer"].astype("object").where(frame["exit_layer"].notna(), None)
+    for key, group in frame.groupby(keys, dropna=False, sort=False):
+        mean, low, high = metrics.seed_interval([100 * value for value in group[column]])
+        rows.append(dict(zip(keys, key), f1=mean, ci95=math.nan if low is None else high - mean, seeds=len(group),
+                         validation_f1=100 * float(np.mean(group["validation_f1"]))))
+    return pd.DataFrame(rows)
+
+
+def f1_text(f1: float, ci95: float, seeds: int) -> str:
+    """``"80.5 ± 2.1 (2 seeds)"``, or ``"80.5 ± n/a (1 seed)"``: a single seed has no interval."""
+    spread = "n/a" if seeds < 2 or not math.isfinite(ci95) else f"{ci95:.1f}"
+    return f"{f1:.1f} ± {spread} ({seeds} seed{'s' if seeds != 1 else ''})"
+
+
+def best_sr_r(summary, task: str) -> int:
+    """The r with the highest mean **validation** F1 among full-depth SR runs (how Table 1 picks its SR row;
+    the test split never chooses)."""
+    sr = summary[(summary.task == task) & (summary.kind == "sr") & summary.exit_layer.isna()]
+    if sr.empty:
+        raise ValueError(f"task={task!r} has no full-depth SR rows in the summary")
+    return int(sr.loc[sr.validation_f1.idxmax(), "r"])
+
+
+def table1(summary):
+    """Table 1 at our scale: SR at its best r on validation, middle and full unmasking, ours (test mean ± CI)
+    beside the paper.
+
+    The paper column is Table 1's CoNLL03 column averaged over its seven decoders (:func:`paper_table1`).
+    """
+    import pandas as pd
+
+    paper = paper_table1()
+    rows = []
+    for task in summary.task.unique():
+        full_depth = summary[(summary.task == task) & summary.exit_layer.isna()]
+        best = best_sr_r(summary, task)
+        for kind, label in (("sr", f"SR (r={best})"), ("middle", "middle unmasking"), ("full", "full unmasking")):
+            picked = full_depth[(full_depth.kind == kind) & ((full_depth.r == best) if kind == "sr" else True)]
+            if picked.empty:
+                continue
+            row = picked.iloc[0]
+            rows.append({"task": task, "method": label, "ours F1": f1_text(row.f1, row.ci95, row.seeds),
+                         "ours mean": row.f1, PAPER_TABLE1_COLUMN: paper[kind]})
+    return pd.DataFrame(rows)
+
+
+def describe_repetitions(summary) -> str:
+    """§4.2's claims checked on our numbers: r = 1 beats r = 0, the largest jump is 0 -> 1, more r does not hurt."""
+    paper = paper_f1_by_r()
+    lines = [f"Paper (Table 5, CoNLL03, mean of 7 decoders): r=0 {paper[0]:.1f}, r=1 {paper[1]:.1f}, r=2 {paper[2]:.1f}, "
+             f"r=4 {paper[4]:.1f}, r=8 {paper[8]:.1f}; middle {paper['middle']:.1f}, full {paper['full']:.1f}."]
+    for task in summary.task.unique():
+        sr = summary[(summary.task == task) & (summary.kind == "sr") & summary.exit_layer.isna()].sort_values("r")
+        values = dict(zip(sr.r, sr.f1))
+        text = ", ".join(f"r={r} {f1:.1f}" for r, f1 in values.items())
+        line = f"Ours, {task}: {text}."
+        if 0 in values and 1 in values:
+            jumps = [values[b] - values[a] for a, b in zip(list(values), list(values)[1:])]
+            line += (f" r=1 {'beats' if values[1] > values[0] else 'does not beat'} r=0 by {values[1] - values[0]:+.1f}; "
+                     f"the largest step is {'0 -> 1' if jumps and max(jumps) == jumps[0] else 'elsewhere'}; "
+                     f"best r on validation = {best_sr_r(summary, task)}.")
+        for kind in ("middle", "full"):
+            base = summary[(summary.task == task) & (summary.kind == kind)]
+            if not base.empty and values:
+                line += f" {kind} unmasking {base.f1.iloc[0]:.1f} ({max(values.values()) - base.f1.iloc[0]:+.1f} for the best SR)."
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def describe_early_exit(summary, num_layers: int) -> str:
+    """§4.4's claims on our numbers: how close each exit layer comes to the full-depth F1 of the same r."""
+    lines = []
+    exits = summary[summary.exit_layer.notna()]
+    for (task, r), group in exits.groupby(["task", "r"]):
+        full = summary[(summary.task == task) & (summary.kind == "sr") & (summary.r == r) & summary.exit_layer.isna()]
+        if full.empty:
+            continue
+        reference = full.f1.iloc[0]
+        parts = ", ".join(f"exit@{int(row.exit_layer)} {row.f1:.1f} ({row.f1 - reference:+.1f})"
+                          for row in group.sort_values("exit_layer").itertuples())
+        lines.append(f"{task}, r={r}: full depth ({num_layers} layers) {reference:.1f}; {parts}.")
+    lines.append("Paper (§4.4, Mistral-7B): exit@9 falls short of the last layer, exit@14 can match it, "
+                 "exit@19 and exit@24 are the best and improve with r.")
+    return "\n".join(lines)
+
+
+def _selected(results, task: str, kind: str, r: int = 0, exit_layer: int | None = None):
+    rows = results[(results.task == task) & (results.kind == kind) & (results.r == r)]
+    return rows.loc[np.array([exit_or_none(value) == exit_layer for value in rows.exit_layer], dtype=bool)]
+
+
+def f1_comparison(results, tagging: TaggingData, first: dict, second: dict | None = None,
+                  resamples: int = 2000) -> dict:
+    """Test F1 (x100) of ``first`` (``dict(kind=, r=, exit_layer=)``), or its difference from ``second``, as
+    the mean over the seeds both share, with a two-level bootstrap over seeds and test sentences
+    (:func:`metrics.seed_and_example_interval`). Returns value, low, high, seeds and sentences."""
+    gold = [list(sentence.tags) for sentence in tagging.test]
+    chosen = [_selected(results, tagging.task, **spec) for spec in ([first] if second is None else [first, second])]
+    seeds = sorted(set.intersection(*[set(rows.seed) for rows in chosen]))
+    if not seeds:
+        raise ValueError(f"first={first!r}, second={second!r}: no seed has runs of both in task {tagging.task!r}")
+    groups = []
+    for seed in seeds:
+        counts = [metrics.entity_counts(gold, rows[rows.seed == seed].iloc[0]["test_predictions"]) for rows in chosen]
+        groups.append(list(zip(*counts)))
+
+    def statistic(runs):
+        values = []
+        for run in runs:
+            scores = [metrics.f1_from_counts([record[i] for record in run]) for i in range(len(chosen))]
+            values.append(scores[0] - (scores[1] if len(scores) > 1 else 0.0))
+        return 100 * float(np.mean(values))
+
+    value, low, high = metrics.seed_and_example_interval(groups, statistic, resamples=resamples)
+    return {"value": value, "low": low, "high": high, "seeds": len(seeds), "sentences": len(gold)}
+
+
+# --------------------------------------------------------------------------- Fig. 5 without fine-tuning: the probe
+
+def probe_table(probe: dict[int, list], resamples: int = 1000):
+    """Probe F1 (x100) per r and layer with its 95% bootstrap interval over test sentences."""
+    import pandas as pd
+
+    rows = []
+    for r, per_layer in probe.items():
+        for layer, counts in enumerate(per_layer):
+            value, low, high = metrics.bootstrap_interval(counts, lambda sample: 100 * metrics.f1_from_counts(sample),
+                                                          resamples=resamples)
+            rows.append({"r": r, "layer": layer, "f1": value, "low": low, "high": high})
+    return pd.DataFrame(rows)
+
+
+def probe_middle_gain(probe: dict[int, list], num_layers: int, low_r: int = 0, high_r: int = 1,
+                      resamples: int = 1000) -> tuple[float, float, float]:
+    """Mean over App. A.3.1's middle layers of probe F1 at ``high_r`` minus ``low_r`` (x100), paired bootstrap
+    over test sentences."""
+    lower, upper = M.middle_unmasked_layers(num_layers)
+    layers = range(lower + 1, upper + 2)  # hidden_states index = layer index + 1
+    pairs = list(zip(*[probe[high_r][layer] for layer in layers], *[probe[low_r][layer] for layer in layers]))
+    count = len(layers)
+
+    def gain(sample):
+        return 100 * float(np.mean([metrics.f1_from_counts([row[i] for row in sample])
+                                    - metrics.f1_from_counts([row[count + i] for row in sample]) for i in range(count)]))
+
+    return metrics.bootstrap_interval(pairs, gain, resamples=resamples)
+
+
+def probe_layer_difference(probe: dict[int, list], r: int, layer: int, reference_layer: int,
+                           resamples: int = 1000) -> tuple[float, float, float]:
+    """Probe F1 (x100) at ``layer`` minus ``reference_layer`` for one r, paired bootstrap over test sentences."""
+    pairs = list(zip(probe[r][layer], probe[r][reference_layer]))
+    return metrics.bootstrap_interval(
+        pairs, lambda sample: 100 * (metrics.f1_from_counts([a for a, _ in sample])
+                                     - metrics.f1_from_counts([b for _, b in sample])), resamples=resamples)
+
+
+def describe_probe(table, probe: dict[int, list], num_layers: int) -> str:
+    """The probe's layer curve and its r=0 -> r=1 gain at the middle layers, in words."""
+    lines = []
+    for r, rows in table.groupby("r"):
+        best = rows.loc[rows.f1.idxmax()]
+        last = rows[rows.layer == num_layers].iloc[0]
+        lines.append(f"r={r}: best layer {int(best.layer)} ({best.f1:.1f} [{best.low:.1f}, {best.high:.1f}]); "
+                     f"last layer {last.f1:.1f} [{last.low:.1f}, {last.high:.1f}].")
+    if 0 in probe and 1 in probe:
+        value, low, high = probe_middle_gain(probe, num_layers)
+        lower, upper = M.middle_unmasked_layers(num_layers)
+        lines.append(f"r=1 minus r=0 over the middle layers {lower}..{upper}: {value:+.1f} [{low:+.1f}, {high:+.1f}] F1.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- Table 2: speed
+
+def describe_speedups(ours, num_layers: int) -> str:
+    """Table 2's shape on our numbers: where SR with early exit matches the base model's time."""
+    paper = paper_speedups_table()
+    at_par = [(layer, r) for layer in ours.index for r in ours.columns if r > 0 and layer < num_layers and ours.loc[layer, r] >= 0.95]
+    deepest = max(ours.index[ours.index < num_layers], default=None)
+    text = (f"Ours ({num_layers} layers): r=1 at exit@{ours.index[0]} runs {ours.loc[ours.index[0], 1]:.2f}x the base speed"
+            if 1 in ours.columns else "Ours:")
+    if deepest is not None and 2 in ours.columns:
+        text += f"; r=2 at exit@{deepest} runs {ours.loc[deepest, 2]:.2f}x (paper, exit@24 of 32: {paper.loc[24, 2]:.2f}x)"
+    if num_layers in ours.index and max(ours.columns) > 0:
+        r_max = max(ours.columns)
+        text += f"; r={r_max} at full depth runs {ours.loc[num_layers, r_max]:.2f}x"
+    text += f". Configurations with SR at or above 0.95x the base speed: {at_par or 'none'}."
+    return text
+
+
+# --------------------------------------------------------------------------- the summary table and the claims
+
+def summary_table(block_summary, summary, speedups, num_layers: int):
+    """Every number notebook 04 reproduces, ours beside the paper's (Fig. 1, Fig. 2, Table 1, Fig. 5, Table 2)."""
+    import pandas as pd
+
+    rows = []
+    for r, row in block_summary.iterrows():
+        rows.append(("Fig. 1 / §2", f"r={r}: share in full blocks", f"{row['full blocks (analytic share of blocks)']:.2f} of blocks",
+                     f"{row['full blocks (measured)']:.2f} of attention mass"))
+    paper = paper_f1_by_r()
+    full_depth = summary[summary.exit_layer.isna()]
+    for row in full_depth[full_depth.kind == "sr"].itertuples():
+        reference = f"{paper[row.r]:.1f} (CoNLL03, 7-decoder mean)" if row.r in paper else "-"
+        rows.append(("Fig. 2", f"{row.task}, SR r={row.r}", reference, f1_text(row.f1, row.ci95, row.seeds)))
+    for _, row in table1(summary).iterrows():
+        rows.append(("Table 1", f"{row['task']}, {row['method']}", f"{row[PAPER_TABLE1_COLUMN]:.1f} (CoNLL03, 7-decoder mean)",
+                     row["ours F1"]))
+    for row in summary[summary.exit_layer.notna()].itertuples():
+        full = full_depth[(full_depth.task == row.task) & (full_depth.kind == "sr") & (full_depth.r == row.r)]
+        reference = f"{full.f1.iloc[0]:.1f} at all {num_layers} layers" if not full.empty else "-"
+        rows.append(("Fig. 5", f"{row.task}, r={row.r}, exit@{int(row.exit_layer)}",
+                     "figure only: exit@19/24 match the last layer, exit@9 falls short",
+                     f"{f1_text(row.f1, row.ci95, row.seeds)} (vs {reference})"))
+    for paper_layer, by_r in PAPER_SPEEDUPS.items():
+        ours_layer = scaled_exit_layer(paper_layer, num_layers)
+        for r, value in by_r.items():
+            if ours_layer in speedups.index and r in speedups.columns:
+                rows.append(("Table 2", f"exit@{paper_layer} of 32 (ours @{ours_layer} of {num_layers}), r={r}",
+                             f"{value:.2f}x", f"{speedups.loc[ours_layer, r]:.2f}x"))
+    return pd.DataFrame(rows, columns=["paper item", "quantity", "paper", "ours"])
+
+
+_COMMON = dict(notebook="04", paper="003")
+
+
+def _block_share_claim(views: dict, figure_prefix: str):
+    """Fig. 1: the rise of attention mass in full blocks (sink excluded) from the smallest to the largest r > 0."""
+    from ...claims import Claim, verdict_for_difference
+
+    table = block_share_views_table(views)
+    r_low, r_high = int(table.index.min()), int(table.index.max())
+    rise = [float(a - b) for a, b in zip(views["all queries, sink excluded"][r_high].mean(-1),
+                                         views["all queries, sink excluded"][r_low].mean(-1))]
+    value, low, high = metrics.bootstrap_interval(rise)
+    shown = "; ".join(f"r={r}: " + ", ".join(f"{view} {row[view]:.2f}" for view in SHARE_VIEWS)
+                      for r, row in table.iterrows())
+    return Claim(**_COMMON, where="§2, Fig. 1",
+                 claim=f"more repetitions put more attention into full (bidirectional) blocks: untrained decoder, "
+                       f"attention mass with the sink (key 0) excluded, r={r_high} minus r={r_low}",
+                 paper_value="(k-1)/(k+1) of blocks: " + ", ".join(
+                     f"{row['analytic (k-1)/(k+1) of blocks']:.2f}" for _, row in table.iterrows()) +
+                     f" at r = {', '.join(str(r) for r in table.index)}",
+                 ours=f"{value:+.2f}; {shown}", low=low, high=high,
+                 method="bootstrap over sentences", n=len(rise), verdict=verdict_for_difference(low, high),
+                 figure=f"{figure_prefix}sr_block_shares.png", quantity="share difference")
+
+
+def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_prefix: str) -> list:
+    """Fig. 2 (r=1 against r=0), Table 1 (SR at its validation-best r against both baselines) and Fig. 5 (each
+    exit against full depth, and the most against the fewest repetitions at an exit), from the fine-tuned runs."""
+    from ...claims import Claim, verdict_for_difference
+
+    task = tagging.task
+    paper = paper_f1_by_r()
+
+    def comparison_row(where, claim, first, second, paper_value, figure, margin=0.0):
+        found = f1_comparison(results, tagging, first, second)
+        verdict = verdict_for_difference(found["low"] + margin, found["high"] + margin)
+        return Claim(**_COMMON, where=where, claim=claim, paper_value=paper_value,
+                     ours=f"{found['value']:+.1f} F1 ({task}, mean of {found['seeds']} seed{'s' * (found['seeds'] > 1)})",
+                     low=found["low"], high=found["high"], n=found["sentences"],
+                     method=f"bootstrap over {found['seeds']} seeds x test sentences", verdict=verdict,
+                     figure=f"{figure_prefix}{figure}.png", quantity="F1 difference")
+
+    has = lambda kind, r=0, exit_layer=None: not _selected(results, task, kind, r, exit_layer).empty  # noqa: E731
+    rows = []
+    if has("sr", 0) and has("sr", 1):
+        rows.append(comparison_row("§4.2, Fig. 2", "repeating once (r=1) beats the causal decoder (r=0)",
+                                   dict(kind="sr", r=1), dict(kind="sr", r=0),
+                                   f"{paper[1] - paper[0]:+.1f} F1 (CoNLL03, 7-decoder mean)", "sr_f1_vs_r"))
+    best = best_sr_r(summarize(results), task)
+    paper_table1_values = paper_table1()
+    for kind in ("middle", "full"):
+        if has("sr", best) and has(kind):
+            rows.append(comparison_row("§4.1, Table 1", f"SR (r={best}, picked on validation) beats {kind} unmasking",
+                                       dict(kind="sr", r=best), dict(kind=kind),
+                                       f"{paper_table1_values['sr'] - paper_table1_values[kind]:+.1f} F1 "
+                                       "(CoNLL03, 7-decoder mean)", "sr_f1_vs_r"))
+    exits = sorted({exit_or_none(value) for value in results.exit_layer} - {None})
+    for exit_layer in exits:
+        at_exit = results.loc[np.array([exit_or_none(v) == exit_layer for v in results.exit_layer], dtype=bool)]
+        for r in sorted(set(at_exit.r)):
+            if has("sr", r) and has("sr", r, exit_layer):
+                rows.append(comparison_row(
+                    "§4.4, Fig. 5", f"SR r={r} fine-tuned up to exit@{exit_layer} ({exit_layer - 1} of {num_layers} layers) "
+                    f"matches the last layer: not worse by more than {EXIT_MARGIN:g} F1",
+                    dict(kind="sr", r=r, exit_layer=exit_layer), dict(kind="sr", r=r),
+                    "exit@19 and exit@24 of 32 match or beat the last layer", "sr_early_exit", margin=EXIT_MARGIN))
+        repeats = sorted(set(at_exit.r))
+        if len(repeats) > 1:
+            rows.append(comparison_row("§4.4, Fig. 5", f"at exit@{exit_layer}, more repetitions help: r={repeats[-1]} "
+                                       f"beats r={repeats[0]}", dict(kind="sr", r=repeats[-1], exit_layer=exit_layer),
+                                       dict(kind="sr", r=repeats[0], exit_layer=exit_layer),
+                                       "quality improves with more repetitions at L=19 and L=24", "sr_early_exit"))
+    return rows
+
+
+def _probe_claims(probe: dict, tagging: TaggingData, num_layers: int, figure_prefix: str) -> list:
+    """The frozen-feature probe: r=1 against r=0 in the middle layers (Fig. 2), and the state entering the scaled
+    exit@19 against the last layer for every r > 0 (Fig. 5)."""
+    from ...claims import Claim, verdict_for_difference
+
+    task = tagging.task
+    paper = paper_f1_by_r()
+    rows = []
+    if 0 in probe and 1 in probe:
+        value, low, high = probe_middle_gain(probe, num_layers)
+        lower, upper = M.middle_unmasked_layers(num_layers)
+        rows.append(Claim(**_COMMON, where="§4.2, Fig. 2 (frozen-feature probe)",
+                          claim=f"r=1 beats r=0 in the untrained decoder's middle layers {lower}..{upper} "
+                                "(logistic-regression probe per layer)",
+                          paper_value=f"{paper[1] - paper[0]:+.1f} F1 fine-tuned (CoNLL03, 7-decoder mean)",
+                          ours=f"{value:+.1f} F1 ({task}, mean over {upper - lower + 1} layers)", low=low, high=high,
+                          method="paired bootstrap over test sentences", n=len(tagging.test),
+                          verdict=verdict_for_difference(low, high), figure=f"{figure_prefix}sr_probe.png",
+                          quantity="F1 difference"))
+    exit_layer = scaled_exit_layer(19, num_layers)
+    for r in sorted(probe):
+        if r == 0:
+            continue
+        value, low, high = probe_layer_difference(probe, r, exit_layer - 1, num_layers)
+        rows.append(Claim(**_COMMON, where="§4.4, Fig. 5 (frozen-feature probe)",
+                          claim=f"r={r}: the probe on the state entering layer {exit_layer} (exit@{exit_layer}, "
+                                f"{exit_layer - 1} of {num_layers} layers) is not worse than on the last layer by "
+                                f"more than {EXIT_MARGIN:g} F1",
+                          paper_value="exit@19 of 32 matches or beats the last layer",
+                          ours=f"{value:+.1f} F1 ({task})", low=low, high=high,
+                          method="paired bootstrap over test sentences", n=len(tagging.test),
+                          verdict=verdict_for_difference(low + EXIT_MARGIN, high + EXIT_MARGIN),
+                          figure=f"{figure_prefix}sr_probe.png", quantity="F1 difference"))
+    return rows
+
+
+def claims(views: dict, results: Sequence, tagging: TaggingData, probe: dict | None, num_layers: int,
+           figure_prefix: str = "figures/04_") -> list:
+    """Notebook 04's ledger rows: Fig. 1 shares, Fig. 2 (r=0 vs r=1), Table 1 (SR vs middle and full unmasking),
+    Fig. 5 (exit vs full depth, fine-tuned and probed). ``results`` are tables from
+    :func:`~.experiment.run_experiments`; the rows of ``tagging.task`` are used."""
+    import pandas as pd
+
+    results = pd.concat(list(results), ignore_index=True)
+    results = results[results.task == tagging.task]
+    if results.empty:
+        raise ValueError(f"results hold no runs of task={tagging.task!r}")
+    rows = [_block_share_claim(views, figure_prefix)]
+    rows += _fine_tuned_claims(results, tagging, num_layers, figure_prefix)
+    if probe:
+        rows += _probe_claims(probe, tagging, num_layers, figure_prefix)
+    return rows

@@ -1,0 +1,25 @@
+"""Notebook 01's claims (seed 001 and the masks of seeds 000 and 003): exact identities, each reproduced."""
+import random
+
+import torch
+
+from helpers import masks as M
+from helpers.papers.lecture import report
+
+
+def test_the_literal_magnet_reading_matches_the_mask_on_random_spans():
+    rng = random.Random(1)
+    for _ in range(50):
+        length = rng.randint(1, 16)
+        cuts = sorted(rng.sample(range(length + 1), min(length + 1, 4)))
+        spans = [(a, b) for a, b in zip(cuts[::2], cuts[1::2]) if a < b]
+        assert torch.equal(report._brute_force_magnet(spans, length), M.dense(M.magnet(spans), length)), spans
+
+
+def test_the_notebook_claims_are_exact_and_reproduced():
+    rows = report.claims(proof_matches=True, proof_layers=4, trials=20)
+    assert [row.paper for row in rows] == ["001", "000", "003", "000"]
+    assert all(row.notebook == "01" and row.method == "exact" and row.verdict == "reproduced" for row in rows)
+    assert rows[0].ours == "16 vs 10" and "0 mismatches" in rows[1].ours
+    assert rows[2].ours.startswith("0.33, 0.50, 0.67, 0.80")  # (k-1)/(k+1) at r = 1, 2, 4, 8
+    assert report.claims(proof_matches=False, proof_layers=4, trials=1)[3].verdict == "inconclusive"
