@@ -71,6 +71,8 @@ class Claim:
       quarter of training: ``(slope, low, high, steps)``) shows it has stopped moving.
     - ``kind="definition check"``: the code does what a definition says (exact); ``holds`` gives *holds*/*fails*.
       Counted apart from the papers' findings.
+    - A finding that beats a ``baseline`` says whether that baseline was shown to work (``baseline_works``: it beats a
+      simpler baseline, or its own curve flattened); a method cannot be *reproduced* against a broken baseline.
     - ``kind="measurement"``: a number the paper does not compare (``direction=0``): always *inconclusive*.
 
     A ``verdict`` passed in must equal the computed one (so a row read back from a ledger is re-checked).
@@ -100,6 +102,8 @@ class Claim:
     plateau: tuple | None = None
     n_seeds: int | None = None
     seed_values: tuple = ()
+    baseline: str = ""
+    baseline_works: bool | None = None
 
     def __post_init__(self):
         _check_notebook(self.notebook)
@@ -158,6 +162,9 @@ class Claim:
             if not self.margin_source.startswith(("paper:", "ours:")):
                 raise ValueError(f"margin_source={self.margin_source!r} must say whose margin it is: 'paper: <where>' "
                                  "or 'ours: <why>'")
+        if self.baseline and not isinstance(self.baseline_works, bool):
+            raise ValueError(f"baseline={self.baseline!r} needs baseline_works=True or False: was it shown to work "
+                             "(it beats a simpler baseline, or its own curve has flattened)?")
         if self.plateau is not None and len(tuple(self.plateau)) != 4:
             raise ValueError(f"plateau={self.plateau!r} must be (slope, low, high, steps)")
 
@@ -173,6 +180,8 @@ class Claim:
         text = f"**{self.verdict}**"
         if self.verdict == "not reproduced":
             text += f"; check: {self.check}"
+        elif self.baseline_works is False:
+            text += f": the baseline ({self.baseline}) was not shown to work"
         elif self.kind == FINDING and self.trained and self.still_improving and _beyond_paper_side(self):
             steps = f" at {self.plateau[3]} steps (slope {_number(self.plateau[0])} [{_number(self.plateau[1])}, " \
                     f"{_number(self.plateau[2])}])" if self.plateau else ""
@@ -203,7 +212,8 @@ def verdict_of(row: Claim) -> str:
     - finding: *reproduced* when the interval lies wholly on the paper's side of ``threshold`` (or, for a "matches"
       claim, wholly within ``threshold ± margin``); *not reproduced* when it lies wholly on the other side **and**
       ``check`` names the experiment that ruled out our own bug **and** (for a trained row) training had stopped
-      improving; otherwise *inconclusive*. The paper's value lying inside our interval is never a reproduction.
+      improving; otherwise *inconclusive*. The paper's value lying inside our interval is never a reproduction, and a
+      row whose ``baseline`` was not shown to work is never *reproduced*.
     """
     if row.kind == DEFINITION:
         return "holds" if row.holds else "fails"
@@ -215,7 +225,7 @@ def verdict_of(row: Claim) -> str:
     else:
         agrees = (lo > 0) if row.direction == 1 else (hi < 0)
     if agrees:
-        return "reproduced"
+        return "inconclusive" if row.baseline_works is False else "reproduced"
     if _beyond_paper_side(row) and row.check.strip() and not row.still_improving:
         return "not reproduced"
     return "inconclusive"

@@ -72,6 +72,15 @@ def test_definition_checks_hold_or_fail_and_measurements_stay_inconclusive():
         claims.Claim(**{**ROW, "kind": claims.MEASUREMENT})
 
 
+def test_a_method_is_not_reproduced_against_a_baseline_that_does_not_work():
+    beats = dict(direction=1, low=30.0, high=50.0, baseline="full unmasking")
+    with pytest.raises(ValueError, match="baseline_works"):
+        claims.Claim(**{**ROW, **beats})
+    assert _verdict(**beats, baseline_works=True) == "reproduced"
+    broken = claims.Claim(**{**ROW, **beats, "baseline_works": False})  # it scored below the plain decoder
+    assert broken.verdict == "inconclusive" and "not shown to work" in broken.verdict_text
+
+
 def test_seed_values_agree_with_n_seeds():
     row = claims.Claim(**{**ROW, "n_seeds": 3, "seed_values": (-20, -25.5, -18)})
     assert row.seed_values == (-20.0, -25.5, -18.0) and "3 seeds" in row.interval_text
