@@ -375,7 +375,8 @@ def adapter_metadata(path) -> dict:
 
 
 def load_adapter(model, path, expected: dict | None = None):
-    """Attach a saved adapter to a base model; with ``expected``, refuse one whose metadata differs from it."""
+    """Attach a saved adapter to a base model; with ``expected``, refuse one whose metadata differs from it in any
+    key ``expected`` names (the metadata may hold more, such as the mask id it was trained with)."""
     from peft import PeftModel
 
     path = Path(path)
@@ -383,7 +384,10 @@ def load_adapter(model, path, expected: dict | None = None):
         raise ValueError(f"path={str(path)!r} holds no adapter (adapter_config.json missing)")
     fix = f"Delete {path} and rerun the notebook that trains it."
     if expected is not None:
-        differences = store.flat_differences(adapter_metadata(path), store.canonical_settings(expected))
+        wanted = store.canonical_settings(expected)
+        stored = adapter_metadata(path)
+        differences = store.flat_differences({key: stored.get(key) for key in wanted} if isinstance(wanted, dict)
+                                             else stored, wanted)
         if differences:
             raise ValueError(f"the adapter at {path} was trained with other settings: {'; '.join(differences[:12])}. {fix}")
     try:
@@ -395,6 +399,16 @@ def load_adapter(model, path, expected: dict | None = None):
             raise store.CorruptFileError(f"the adapter at {path} cannot be read ({type(error).__name__}: {error}); "
                                          f"it is damaged or truncated. {fix}") from error
         raise
+
+
+def check_adapter_mask_id(path, mask_id: int, tokenizer) -> None:
+    """Refuse an adapter trained with another mask id than ``mask_id`` (the one its mask-token setting resolves to
+    now): a run whose data were built for another mask token, saved under this setting's name."""
+    trained = adapter_metadata(path).get("mask_id")
+    if trained is not None and int(trained) != int(mask_id):
+        raise ValueError(f"the adapter at {path} was trained with mask id {trained} ({tokenizer.decode([int(trained)])!r}), "
+                         f"but its mask-token setting resolves to id {mask_id} ({tokenizer.decode([int(mask_id)])!r}): its "
+                         f"training data were built for another mask token. Delete {path} and rerun notebook 02.")
 
 
 def adapter_path(kind: str, model_name: str, settings) -> Path:
@@ -576,11 +590,12 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                           config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", settings),
                                           mask_id=mask_id, lora=lora, four_bit=four_bit, progress=progress)
-        save_adapter(trained, path, settings)
+        save_adapter(trained, path, {**settings, "mask_id": mask_id})
         model, tokenizer = models.load_model(profile.model_name)
         found = path, settings
     path, settings = found
     mask_id = O.resolve_mask_token(tokenizer, settings["mask_token"], model=model)
+    check_adapter_mask_id(path, mask_id, tokenizer)
     model = load_adapter(model, path, expected=settings)
     if merge and not four_bit:
         model = model.merge_and_unload()

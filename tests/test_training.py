@@ -195,6 +195,21 @@ def test_adapters_are_keyed_by_their_settings_and_checked_on_load(tmp_path, monk
         T.load_adapter(base, path, expected=eos)
 
 
+def test_an_adapter_trained_with_another_mask_id_than_its_setting_is_refused_by_name(tmp_path, monkeypatch):
+    from helpers import paths
+
+    monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path)
+    smoke = profiles.get("smoke")
+    underscore = T.masked_lm_run_key(smoke, "mntp", "underscore", T.mlm_train_config(smoke), T.lora_settings(smoke))
+    model, _ = experiment(tmp_path / "run", config=T.TrainConfig(steps=1, batch_size=2, lr=1e-2))
+    tokenizer = models.load_tokenizer("tiny-random:llama")
+    eos_id = O.resolve_mask_token(tokenizer, "eos")  # data built for the eos mask, saved under the underscore name
+    T.save_adapter(model, T.adapter_path("mntp", smoke.model_name, underscore), {**underscore, "mask_id": eos_id})
+    with pytest.raises(ValueError, match=rf"trained with mask id {eos_id} .* resolves to id "
+                                         rf"{O.resolve_mask_token(tokenizer, 'underscore')} .*rerun notebook 02"):
+        T.load_or_train_mntp(smoke, progress=False)
+
+
 @pytest.mark.parametrize("changes, name", [
     ({"max_grad_norm": -1}, "max_grad_norm"), ({"lr": float("nan")}, "lr"), ({"lr": float("inf")}, "lr"),
     ({"betas": (1.5, 0.999)}, "betas"), ({"betas": (0.9,)}, "betas"), ({"betas": (0.9, 1.0)}, "betas"),

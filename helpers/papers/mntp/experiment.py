@@ -78,6 +78,10 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
     """
     config, lora = training.mlm_train_config(profile, recipe), training.lora_settings(profile)
     key = training.masked_lm_run_key(profile, objective, mask_token, config, lora, recipe=recipe)
+    wanted = mechanism.resolve_mask_token(tokenizer, mask_token)
+    if wanted != mlm_data.mask_id:
+        raise ValueError(f"mlm_data was built for mask id {mlm_data.mask_id} but mask_token={mask_token!r} is id "
+                         f"{wanted}: rebuild the data (load_data) with the same mask token before training")
     base, _ = models.load_model(profile.model_name)
     adapter, records = training.masked_lm_experiment(
         base, tokenizer, objective=objective, train_blocks=mlm_data.train_blocks,
@@ -98,14 +102,17 @@ def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: training.M
                                               mask_token=mask_token, resume=resume)
         comparison.adapters[objective], comparison.runs[objective.upper()], comparison.keys[objective] = \
             adapter, records, key
-    comparison.mntp_adapter_path = save_mntp_adapter(comparison.adapters["mntp"], profile, comparison.keys["mntp"])
+    comparison.mntp_adapter_path = save_mntp_adapter(comparison.adapters["mntp"], profile, comparison.keys["mntp"],
+                                                     mlm_data.mask_id)
     return comparison
 
 
-def save_mntp_adapter(adapter, profile, key: dict) -> Path:
-    """Save the MNTP adapter to ``training.adapter_path("mntp", model, key)`` with ``key`` as its metadata: with the
-    default mask token this is where ``training.mntp_adapter`` looks, and what it checks on load."""
-    return training.save_adapter(adapter, training.adapter_path("mntp", profile.model_name, key), key)
+def save_mntp_adapter(adapter, profile, key: dict, mask_id: int) -> Path:
+    """Save the MNTP adapter to ``training.adapter_path("mntp", model, key)`` with ``key`` and the mask id it was
+    trained with as its metadata: with the default mask token this is where ``training.mntp_adapter`` looks, and
+    what it checks on load (``training.check_adapter_mask_id``)."""
+    return training.save_adapter(adapter, training.adapter_path("mntp", profile.model_name, key),
+                                 {**key, "mask_id": int(mask_id)})
 
 
 @torch.no_grad()
