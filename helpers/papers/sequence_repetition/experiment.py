@@ -243,13 +243,14 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
     (:func:`tagger_run`).
 
     With ``settings.workers`` > 1 the runs that are not finished train in that many processes (spawned, each
-    with ``settings.threads`` torch threads), longest first; every run is a pure function of its seed, so
-    the results are the same as in one process.
+    with ``settings.threads`` torch threads, ended when the kernel that started them dies), longest first; every
+    run is a pure function of its seed, so the results are the same as in one process.
     """
     import concurrent.futures
-    import multiprocessing
 
     import pandas as pd
+
+    from ...workers import worker_pool
 
     jobs = [(tagging_by_task[task], strategy, settings, model_name, seed,
              tagger_run(tagging_by_task[task], strategy, settings, model_name=model_name, seed=seed,
@@ -266,8 +267,7 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
     pending.sort(key=lambda index: -_job_cost(jobs[index][1]))
     bar = tqdm(total=len(jobs), initial=len(results), desc="taggers", disable=not progress)
     if settings.workers > 1 and len(pending) > 1:
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(min(settings.workers, len(pending)), mp_context=context) as pool:
+        with worker_pool(min(settings.workers, len(pending))) as pool:  # workers die with the notebook's kernel
             futures = {pool.submit(_train_job, jobs[index]): index for index in pending}
             for future in concurrent.futures.as_completed(futures):
                 results[futures[future]] = future.result()
