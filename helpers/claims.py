@@ -463,7 +463,7 @@ def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = 
 
     import torch
 
-    from . import profiles
+    from . import profiles, training
 
     profile = profiles.get(profile) if isinstance(profile, str) else profile
     if not isinstance(profile, profiles.Profile):
@@ -472,6 +472,7 @@ def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = 
     return {"profile": profile.name, "profile_fingerprint": store.fingerprint(profile),
             "runs": {str(name): store.fingerprint(settings) for name, settings in sorted((runs or {}).items())},
             "seeds": sorted({int(seed) for seed in (seeds if seeds is not None else [profile.seed])}),
+            "mntp_adapter": training.loaded_mntp_adapters().get(profile.name),
             "commit": _git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status),
             "machine": {"cpu": _cpu_model(), "torch": torch.__version__, "python": platform.python_version()}}
 
@@ -496,6 +497,9 @@ def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None =
     if parameters is not None:
         parameters.check(notebook)
     origin = provenance(profile, runs, seeds)
+    if (origin["mntp_adapter"] or {}).get("source") == "fallback":
+        print(f"[claims] notebook {notebook}'s rows rest on the short fallback MNTP adapter (notebook 02 had not run); "
+              "their provenance says so")
     path = claims_dir(origin["profile"]) / f"{notebook}.json"
     store.write_text(path, _rows_to_json(rows, notebook=notebook, profile=origin["profile"], provenance=origin,
                                           written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))

@@ -501,6 +501,21 @@ def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", c
         "config": config, "lora": lora or lora_settings(profile), "masking": O.MaskingConfig()})
 
 
+NOTEBOOK_02, FALLBACK = "notebook 02", "fallback"
+_LOADED_ADAPTERS: dict[str, dict] = {}  # profile name -> which MNTP adapter this process loaded (claims record it)
+
+
+def loaded_mntp_adapters() -> dict[str, dict]:
+    """Which MNTP adapter :func:`load_or_train_mntp` loaded in this process, per profile: ``{"source": "notebook
+    02" | "fallback", "fingerprint": ...}``; a notebook's claims carry it in their provenance."""
+    return {name: dict(entry) for name, entry in _LOADED_ADAPTERS.items()}
+
+
+def notebook02_mntp_run(profile) -> Path:
+    """The run folder notebook 02 trains its MNTP adapter in, under the profile's recipe."""
+    return store.run_dir_for(f"02_mntp_{profile.name}", masked_lm_run_key(profile, "mntp"))
+
+
 def mntp_adapter(profile) -> tuple[Path, dict] | None:
     """Notebook 02's MNTP adapter for ``profile`` (default mask token "underscore"), else the short fallback one;
     ``(path, settings)`` of the first that exists, or None."""
@@ -573,6 +588,11 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
     model, tokenizer = models.load_model(profile.model_name)
     four_bit = four_bit_requested(profile)
     found = mntp_adapter(profile)
+    holder = store.holder_of(notebook02_mntp_run(profile)) if found is None else None
+    if holder is not None:
+        raise store.InUseError(f"notebook 02 is training the MNTP adapter right now ({holder}, in "
+                               f"{notebook02_mntp_run(profile)}); wait for it to finish, then run this again, rather "
+                               "than train a short fallback adapter beside it")
     if found is None:
         lora = lora_settings(profile)
         config = mlm_train_config(profile, fallback=True)
@@ -597,6 +617,10 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
     mask_id = O.resolve_mask_token(tokenizer, settings["mask_token"], model=model)
     check_adapter_mask_id(path, mask_id, tokenizer)
     model = load_adapter(model, path, expected=settings)
+    source = FALLBACK if settings == masked_lm_run_key(profile, "mntp", fallback=True) else NOTEBOOK_02
+    _LOADED_ADAPTERS[profile.name] = {"source": source, "fingerprint": store.fingerprint(settings)}
+    if source == FALLBACK:
+        print(f"[mntp] using the short fallback MNTP adapter ({path}); run notebook 02 for the full one")
     if merge and not four_bit:
         model = model.merge_and_unload()
     return model.eval(), tokenizer, mask_id

@@ -75,6 +75,34 @@ def test_mntp_fallback_trains_and_caches_an_adapter(tmp_path, monkeypatch):
     ids = torch.randint(10, 1000, (1, 8))
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, again(ids).logits, atol=1e-5)  # the cached adapter, not a new one
+    assert training.loaded_mntp_adapters()["smoke"]["source"] == "fallback"  # claims carry it in their provenance
+
+
+def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_run(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from helpers import paths, store
+
+    monkeypatch.setenv("WORKBOOK_CACHE", str(paths.cache_dir()))  # the real model; runs/ under tmp_path
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    for marker in ("pyproject.toml", "helpers", "notebooks"):
+        (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).touch()
+    monkeypatch.setattr(training, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
+    smoke = profiles.get("smoke")
+    run = training.notebook02_mntp_run(smoke)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from helpers import store\n"
+        f"with store.exclusive({str(run)!r}, 'training run'):\n"
+        "    print('training', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "training"
+        with pytest.raises(store.InUseError, match="notebook 02 is training the MNTP adapter right now"):
+            training.load_or_train_mntp(smoke, progress=False)
+        assert not list(tmp_path.glob("mntp-*"))  # no fallback adapter was trained beside it
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_interleaved_timings_takes_turns_and_reduces_best_then_median(monkeypatch):
