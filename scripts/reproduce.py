@@ -40,7 +40,7 @@ def execute(path: Path, out_dir: Path, timeout: int) -> str | None:
 def run(paths: list[Path], timeout: int = 3600) -> int:
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
     from helpers import claims, profiles
-    from helpers.paths import runs_dir
+    from helpers.paths import figures_dir, runs_dir
 
     profile = profiles.current()
     out_dir = runs_dir() / "notebooks"
@@ -58,7 +58,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     print("\nnotebook times:")
     for name, elapsed in timings:
         print(f"  {elapsed:8.1f} s  {name}" + ("  FAILED" if name in failed else ""))
-    print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {ROOT / 'figures'}")
+    print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {figures_dir()}")
     finished = [path.name[:2] for path in paths if path.name not in failed]
     if profile.name == claims.LEDGER_PROFILE and finished:
         rows = claims.gather(notebooks=finished)

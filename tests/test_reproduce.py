@@ -31,17 +31,20 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     (root / "README.md").write_text(f"before\n{claims.README_BEGIN}\n{claims.README_END}\nafter\n")
     row = ("from helpers import claims\n"
            "claims.record([claims.Claim(notebook='01', paper='001', where='Fig. 1', claim='a claim', paper_value='1',"
-           " ours='1', low=None, high=None, method='exact', n=None, verdict='reproduced')], notebook='01', profile='cpu')")
+           " ours='1', low=None, high=None, method='exact', n=None, kind=claims.DEFINITION, holds=True)], notebook='01',"
+           " profile='cpu')")
     good = _notebook(root / "notebooks" / "01_good.ipynb", row)
     bad = _notebook(root / "notebooks" / "02_bad.ipynb", "raise RuntimeError('this notebook breaks')")
     env = {**os.environ, "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "cpu"}
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "reproduce.py"), str(good), str(bad)],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 1, result.stdout + result.stderr
+    assert "01_good.ipynb: " in result.stdout and "FAILED" not in result.stdout.split("01_good.ipynb: ")[1].split("\n")[0], \
+        result.stdout + result.stderr
     assert "02_bad.ipynb: RuntimeError: this notebook breaks" in result.stderr
     ledger = json.loads((root / "claims" / "ledger_cpu.json").read_text())
     assert [row["notebook"] for row in ledger["claims"]] == ["01"]  # the finished notebook was gathered
-    assert "1 claims from notebooks 01" in (root / "README.md").read_text()
+    assert "1 rows from notebooks 01" in (root / "README.md").read_text()
     executed = root / "runs" / "notebooks"
     assert sorted(path.name for path in executed.iterdir()) == ["01_good.ipynb", "02_bad.ipynb"]
     failed_copy = nbformat.read(executed / "02_bad.ipynb", as_version=4)
