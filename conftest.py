@@ -21,3 +21,45 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.fixture
 def session_start() -> float:
     return SESSION_START
+
+
+def names_the_argument(call, argument: str, value: str | None) -> None:
+    """The bad-input contract of every public entry point: ``call()`` raises ValueError naming ``argument`` (as a
+    word of its own) and, when given, showing ``value``."""
+    import re
+
+    with pytest.raises(ValueError) as error:
+        call()
+    message = str(error.value)
+    assert re.search(rf"(?<![\w.]){re.escape(argument)}(?![\w])", message), f"{argument!r} not named in: {message}"
+    if value is not None:
+        assert value in message, f"value {value!r} not in: {message}"
+
+
+@pytest.fixture
+def bad_input():
+    """:func:`names_the_argument`, for the tables of bad-input probes."""
+    return names_the_argument
+
+
+@pytest.fixture
+def lock_holder():
+    """Start another process that holds ``store.exclusive(folder)`` until the test ends; yields its Popen."""
+    import subprocess
+    import sys
+
+    started = []
+
+    def hold(folder):
+        holder = subprocess.Popen([sys.executable, "-c", (
+            "import time; from helpers import store\n"
+            f"with store.exclusive({str(folder)!r}, 'training run'):\n"
+            "    print('held', flush=True); time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+        started.append(holder)
+        assert holder.stdout.readline().strip() == "held"
+        return holder
+
+    yield hold
+    for holder in started:
+        holder.kill()
+        holder.wait()

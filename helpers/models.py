@@ -67,15 +67,20 @@ def hub_unreachable_message(name: str) -> str:
             f"(WORKBOOK_PROFILE=cpu, or os.environ['WORKBOOK_PROFILE'] = 'cpu' before the first cell).")
 
 
-def _is_unreachable(error: BaseException) -> bool:
-    """No connection to the Hub (and no cached copy) anywhere in the exception chain."""
+def _chain_says(error: BaseException | None, names: set[str], phrases: tuple[str, ...]) -> bool:
+    """Whether an exception in ``error``'s chain is of a type named in ``names`` or says one of ``phrases``."""
     while error is not None:
         text = str(error).lower()
-        if type(error).__name__ in {"LocalEntryNotFoundError", "OfflineModeIsEnabled"} or "couldn't connect" in text \
-                or "connection error" in text or "failed to resolve" in text or "offline mode is enabled" in text:
+        if type(error).__name__ in names or any(phrase in text for phrase in phrases):
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def _is_unreachable(error: BaseException) -> bool:
+    """No connection to the Hub (and no cached copy) anywhere in the exception chain."""
+    return _chain_says(error, {"LocalEntryNotFoundError", "OfflineModeIsEnabled"},
+                       ("couldn't connect", "connection error", "failed to resolve", "offline mode is enabled"))
 
 
 def gated_model_message(name: str) -> str:
@@ -87,12 +92,7 @@ def gated_model_message(name: str) -> str:
 
 def _is_gated(error: BaseException) -> bool:
     """A gated or unauthorised Hub repository anywhere in the exception chain."""
-    while error is not None:
-        text = str(error).lower()
-        if type(error).__name__ == "GatedRepoError" or "gated repo" in text or "401 client error" in text:
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    return _chain_says(error, {"GatedRepoError"}, ("gated repo", "401 client error"))
 
 
 @contextlib.contextmanager

@@ -78,10 +78,7 @@ def test_mntp_fallback_trains_and_caches_an_adapter(tmp_path, monkeypatch):
     assert training.loaded_mntp_adapters()["smoke"]["source"] == "fallback"  # claims carry it in their provenance
 
 
-def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_run(tmp_path, monkeypatch):
-    import subprocess
-    import sys
-
+def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_run(tmp_path, monkeypatch, lock_holder):
     from helpers import paths, store
 
     monkeypatch.setenv("WORKBOOK_CACHE", str(paths.cache_dir()))  # the real model; runs/ under tmp_path
@@ -90,86 +87,7 @@ def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_r
         (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).touch()
     monkeypatch.setattr(training, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
     smoke = profiles.get("smoke")
-    run = training.notebook02_mntp_run(smoke)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from helpers import store\n"
-        f"with store.exclusive({str(run)!r}, 'training run'):\n"
-        "    print('training', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "training"
-        with pytest.raises(store.InUseError, match="notebook 02 is training the MNTP adapter right now"):
-            training.load_or_train_mntp(smoke, progress=False)
-        assert not list(tmp_path.glob("mntp-*"))  # no fallback adapter was trained beside it
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_interleaved_timings_takes_turns_and_reduces_best_then_median(monkeypatch):
-    import time
-
-    clock = [0.0]
-    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
-    calls = []
-    # seconds each call takes: job "a" is slow on its first round for input 1 (interference), "b" is steady
-    costs = {("a", 0): [0.010, 0.012], ("a", 1): [0.050, 0.020], ("a", 2): [0.030, 0.030],
-             ("b", 0): [0.004, 0.004], ("b", 1): [0.006, 0.006], ("b", 2): [0.008, 0.008]}
-    rounds_seen = {key: 0 for key in costs}
-
-    def job(name):
-        def run(item):
-            calls.append((name, item))
-            if len(calls) <= 2:  # the warm-up calls cost nothing and are not counted
-                return
-            key = (name, item)
-            clock[0] += costs[key][rounds_seen[key]]
-            rounds_seen[key] += 1
-        return run
-
-    timings = metrics.interleaved_timings({"a": job("a"), "b": job("b")}, [0, 1, 2], rounds=2, best=True)
-    assert calls[:2] == [("a", 0), ("b", 0)]
-    assert calls[2:8] == [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]  # turns on every input
-    assert len(calls) == 2 + 2 * 3 * 2
-    # best of the two rounds per input: a = 10, 20, 30 ms -> median 20; b = 4, 6, 8 -> median 6
-    assert timings == pytest.approx({"a": 20.0, "b": 6.0})
-
-
-def test_interleaved_timings_rejects_empty_jobs_inputs_and_bad_rounds():
-    with pytest.raises(ValueError, match="jobs"):
-        metrics.interleaved_timings({}, [1])
-    with pytest.raises(ValueError, match="inputs"):
-        metrics.interleaved_timings({"a": lambda x: x}, [])
-    with pytest.raises(ValueError, match="rounds=0"):
-        metrics.interleaved_timings({"a": lambda x: x}, [1], rounds=0)
-
-
-def test_entity_counts_add_up_to_seqeval_f1_and_the_two_level_bootstrap_brackets_it():
-    import random
-
-    from helpers import metrics
-
-    generator = random.Random(0)
-    tags = ["O", "B-NP", "I-NP", "B-PER", "I-PER"]
-    truth = [[generator.choice(tags) for _ in range(generator.randint(1, 9))] for _ in range(40)]
-    guess = [[tag if generator.random() < 0.7 else generator.choice(tags) for tag in row] for row in truth]
-    counts = metrics.entity_counts(truth, guess)
-    assert metrics.f1_from_counts(counts) == pytest.approx(metrics.seqeval_f1(truth, guess))
-    assert metrics.f1_from_counts(counts[:7]) == pytest.approx(metrics.seqeval_f1(truth[:7], guess[:7]))
-    assert metrics.f1_from_counts(metrics.entity_counts(truth, truth)) == 1.0
-    # two seeds that score the same sentences: the interval holds the mean and shrinks to a point without spread
-    groups = [counts, metrics.entity_counts(truth, truth)]
-    mean_f1 = lambda runs: sum(metrics.f1_from_counts(run) for run in runs) / len(runs)  # noqa: E731
-    value, low, high = metrics.seed_and_example_interval(groups, mean_f1, resamples=300)
-    assert low <= value <= high and value == pytest.approx((metrics.f1_from_counts(counts) + 1) / 2)
-    assert metrics.seed_and_example_interval([[(1, 1, 1)] * 5] * 2, mean_f1, resamples=50) == (1.0, 1.0, 1.0)
-    with pytest.raises(ValueError, match="every seed must score the same examples"):
-        metrics.seed_and_example_interval([counts, counts[:3]], mean_f1)
-
-
-def test_rep_sen_and_distinct_n_refuse_inputs_they_would_misread():
-    with pytest.raises(ValueError, match="sentences=.*list of sentence strings"):
-        metrics.rep_sen("It rained. It rained.")  # a string would be read letter by letter
-    with pytest.raises(ValueError, match="token_lists=.*non-empty"):
-        metrics.distinct_n([], 4)
-    with pytest.raises(ValueError, match="token_lists="):
-        metrics.distinct_n("a b c d", 2)
+    lock_holder(training.notebook02_mntp_run(smoke))  # notebook 02, training in another kernel
+    with pytest.raises(store.InUseError, match="notebook 02 is training the MNTP adapter right now"):
+        training.load_or_train_mntp(smoke, progress=False)
+    assert not list(tmp_path.glob("mntp-*"))  # no fallback adapter was trained beside it

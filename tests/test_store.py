@@ -318,24 +318,16 @@ def test_an_unwritable_folder_under_the_root_is_refused_by_name(tmp_path, monkey
         paths.runs_dir()
 
 
-def test_one_writer_per_run_folder_and_no_stale_lock_after_a_kill(tmp_path):
-    import subprocess
-    import sys
+def test_one_writer_per_run_folder_and_no_stale_lock_after_a_kill(tmp_path, lock_holder):
     import time
 
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from helpers import store\n"
-        f"with store.exclusive({str(tmp_path)!r}, 'training run'):\n"
-        "    print('held', flush=True); time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        assert f"pid {holder.pid}" in store.holder_of(tmp_path)
-        with pytest.raises(store.InUseError, match=f"training run {tmp_path} is being written by pid {holder.pid}"):
-            with store.exclusive(tmp_path, "training run"):
-                pass
-    finally:
-        holder.kill()
-        holder.wait()
+    holder = lock_holder(tmp_path)
+    assert f"pid {holder.pid}" in store.holder_of(tmp_path)
+    with pytest.raises(store.InUseError, match=f"training run {tmp_path} is being written by pid {holder.pid}"):
+        with store.exclusive(tmp_path, "training run"):
+            pass
+    holder.kill()
+    holder.wait()
     deadline = time.time() + 10
     while store.holder_of(tmp_path) is not None and time.time() < deadline:
         time.sleep(0.05)
