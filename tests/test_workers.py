@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from helpers import workers
 
 KERNEL = textwrap.dedent("""
     import os, time

@@ -1,7 +1,6 @@
 """EMAT's settings per profile (seed 004, App. C, Table 8)."""
 from __future__ import annotations
 
-import pytest
 
 from helpers import profiles
 from helpers.papers.emat import settings
