@@ -5,7 +5,8 @@ masked sentences, batch 1:
 - bare forward: the contextual embedding at the mask, nothing else;
 - single-token path: forward, the masked LM's own output matrix, top-k (Figure 1 (1));
 - EMAT: forward, the output matrix extended by one row per phrase, top-k (Figure 1 (2), §4.1), for our phrase
-  vocabulary and for a paper-sized one (93K new rows, §3), where the extra matrix product is no longer small.
+  vocabulary and for a paper-sized one (93K random new rows, §3; ``experiment.paper_sized_emat``, which notebook 06
+  times too), where the extra matrix product is no longer small.
 
 The paths are timed interleaved (A, B, C, ... per sentence) in one process, so load on the machine hits them alike;
 the script prints medians and the ratios to the bare forward and to the single-token path. The GRU decoder is
@@ -40,7 +41,7 @@ def masked_sentences(count: int) -> list[str]:
 
 def main() -> None:
     from helpers import masked_lm, metrics, profiles
-    from helpers.papers.emat import experiment_data, mechanism
+    from helpers.papers.emat import experiment, experiment_data, mechanism, report
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=100)
@@ -59,9 +60,7 @@ def main() -> None:
         print(f"(no cached vocabulary: {error}; using synthetic phrases)")
         vocabulary = [f"{a} {b}" for a in ("old", "young", "dear", "poor") for b in ("house", "friend", "sister", "letter")]
     ours = mechanism.build_emat(mlm, vocabulary).eval()
-    paper_sized = mechanism.ExtendedMatrixDecoder(mlm.output_matrix, torch.randn(93_000, mlm.hidden_size) * 0.02,
-                                                  mlm.token_strings, [f"phrase {i}" for i in range(93_000)]
-                                                  ).to(mlm.device).eval()
+    paper_sized = experiment.paper_sized_emat(mlm, report.PAPER_VOCABULARY["phrases"])
 
     @torch.no_grad()
     def single_token(sentence):
@@ -76,7 +75,8 @@ def main() -> None:
     forward = lambda sentence: mlm.features([sentence])  # noqa: E731
     print(f"model {mlm.name}; {len(sentences)} sentences, batch 1, k = {args.k}, torch threads {torch.get_num_threads()}")
     jobs = {"bare forward": forward, "single-token path": single_token,
-            f"EMAT ({len(ours.phrases)} new rows)": emat, "EMAT (93,000 new rows)": lambda s: emat(s, paper_sized)}
+            f"EMAT ({len(ours.phrases)} new rows)": emat,
+            f"EMAT ({len(paper_sized.phrases):,} new rows)": lambda s: emat(s, paper_sized)}
     for label, best in (("median of 2 rounds", False), ("best of 3 rounds", True)):
         times = metrics.interleaved_timings(jobs, sentences, rounds=2 if not best else 3, best=best)
         print(f"[{label}]")

@@ -16,6 +16,7 @@ backend they hold. The LM head only ever runs at the rows asked for.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,6 +28,15 @@ from .checks import whole_number
 from . import masks as M
 
 SOURCE_STATES = ("same-layer", "last-layer")
+_UNDERSCORES_ONLY = re.compile(r"(?:Ġ|▁|##| )?_+")  # underscores, after at most one space or word-boundary marker
+
+
+def underscore_only_ids(tokenizer) -> list[int]:
+    """The ids of the vocabulary's tokens whose text is only underscores, with or without a leading space or
+    byte-level / SentencePiece / WordPiece marker ("_", "__", "Ġ_", "▁__", "##_"); read once from the vocabulary."""
+    if tokenizer is None:
+        return []
+    return sorted(int(index) for token, index in tokenizer.get_vocab().items() if _UNDERSCORES_ONLY.fullmatch(token))
 
 
 @dataclass
@@ -74,7 +84,11 @@ class MaskedLM:
         self.name = name or getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
         self._token_strings: list[str] | None = None
         specials = list(tokenizer.all_special_ids) if tokenizer is not None else []
-        self.banned_ids = sorted({*([] if self.mask_id is None else [self.mask_id]), *specials, *map(int, banned_ids)})
+        # The mask token's look-alikes are banned with it: a token whose text is only underscores ("_", "__", " _",
+        # "Ġ__", "▁_") reads as a mask when the MNTP adapter's mask token is "_", and a sampler that writes one
+        # leaves a blank in the text (15 such tokens besides "_" in SmolLM2's vocabulary).
+        self.banned_ids = sorted({*([] if self.mask_id is None else [self.mask_id]), *specials, *map(int, banned_ids),
+                                  *underscore_only_ids(tokenizer)})
         if pad_id is None:
             pad_id = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
         if pad_id is None:

@@ -10,18 +10,19 @@
 - :mod:`.figures`: the notebook's figures and its completion widget.
 """
 from . import experiment, experiment_data, experiment_training, figures, mechanism, report, settings
-from .experiment import (FEATURE_METHODS, LENGTH_GROUPS, METHOD_LABELS, METHODS, ClosedVocabularyMLM, Completer,
-                         LabelPrior, accuracy_intervals, build_completer, evaluate_methods, group_rows, latency_ratio,
-                         measure_latency, paired_difference, score_ranking, training_label_share)
+from .experiment import (FEATURE_METHODS, LATENCY_LABELS, LENGTH_GROUPS, METHOD_LABELS, METHODS, PAPER_SIZED,
+                         ClosedVocabularyMLM, Completer, LabelPrior, accuracy_intervals, build_completer,
+                         evaluate_methods, group_rows, latency_ratio, measure_latency, paired_difference,
+                         paper_sized_emat, score_ranking, training_label_share)
 from .experiment_data import (MASK_MARKER, MTC_SPLITS, UNSEEN, EncodedSplit, MaskedExample, MTCDataset, build_dataset,
                               build_vocabulary, cached_features, choose_unseen_phrases, clean_sentence,
                               encode_examples, encode_splits, extract_phrase_spans, load_dataset, masked_examples,
-                              phrase_counts, phrase_spans, phrase_token_count, split_at_mask)
-from .experiment_training import (HeadRunKey, head_run, max_generation_steps, train_emat, train_gru,
-                                  train_length_classifier, length_accuracy)
+                              phrase_counts, phrase_spans, phrase_token_count, split_at_mask, vocabulary_token_counts)
+from .experiment_training import (HeadRunKey, head_run, length_accuracy, length_hits, max_generation_steps, plateau,
+                                  train_emat, train_gru, train_length_classifier)
 from .mechanism import (KS, ExtendedMatrixDecoder, GRUDecoder, LengthClassifier, accuracy, build_emat, build_gru,
                         emat_labels, first_distinct_completions, is_completion, length_class, naive_complete,
-                        rank_candidates)
+                        rank_candidates, ranking_depth)
 from .report import claims
 from .settings import SETTINGS, HeadTraining, MTCSettings, PhraseData
 
@@ -37,20 +38,22 @@ __all__ = [
     # mechanism
     "KS", "ExtendedMatrixDecoder", "GRUDecoder", "LengthClassifier", "accuracy", "build_emat", "build_gru",
     "emat_labels", "first_distinct_completions", "is_completion", "length_class", "naive_complete", "rank_candidates",
+    "ranking_depth",
     # settings
     "SETTINGS", "HeadTraining", "MTCSettings", "PhraseData",
     # data
     "MASK_MARKER", "MTC_SPLITS", "UNSEEN", "EncodedSplit", "MaskedExample", "MTCDataset", "build_dataset",
     "build_vocabulary", "cached_features", "choose_unseen_phrases", "clean_sentence", "encode_examples",
     "encode_splits", "extract_phrase_spans", "load_dataset", "masked_examples", "phrase_counts", "phrase_spans",
-    "phrase_token_count", "split_at_mask",
+    "phrase_token_count", "split_at_mask", "vocabulary_token_counts",
     # training
     "HeadRunKey", "head_run", "max_generation_steps", "train_emat", "train_gru", "train_length_classifier",
-    "length_accuracy",
+    "length_accuracy", "length_hits", "plateau",
     # evaluation
-    "FEATURE_METHODS", "LENGTH_GROUPS", "METHOD_LABELS", "METHODS", "ClosedVocabularyMLM", "Completer", "LabelPrior",
-    "accuracy_intervals", "build_completer", "evaluate_methods", "group_rows", "latency_ratio", "measure_latency",
-    "paired_difference", "score_ranking", "training_label_share",
+    "FEATURE_METHODS", "LATENCY_LABELS", "LENGTH_GROUPS", "METHOD_LABELS", "METHODS", "PAPER_SIZED",
+    "ClosedVocabularyMLM", "Completer", "LabelPrior", "accuracy_intervals", "build_completer", "evaluate_methods",
+    "group_rows", "latency_ratio", "measure_latency", "paired_difference", "paper_sized_emat", "score_ranking",
+    "training_label_share",
     # report
     "claims",
 ]

@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ... import metrics
+from ...checks import whole_number
 from ...masked_lm import MaskedLM
 from .experiment_data import UNSEEN, EncodedSplit, MTCDataset, split_at_mask
 from .experiment_training import max_generation_steps
@@ -30,6 +31,9 @@ FEATURE_METHODS = ("mlm", "mlm_vocab", "prior", "emat", "emat_new_rows", "gru") 
 COVERAGE_TOKENS = {"mlm": 1, "naive": 2}  # Table 2: the longest label (in tokens) each baseline can produce
 LENGTH_GROUPS = ("all", "single-token", "multi-token")
 LATENCY_METHODS = ("mlm", "emat", "emat_new_rows", "gru")
+PAPER_SIZED = "emat_paper_size"  # the latency job of EMAT with a paper-sized extended matrix (:func:`paper_sized_emat`)
+PAPER_SIZED_ROWS = "paper-sized rows"  # measure_latency's record of how many new rows that matrix had
+LATENCY_LABELS = {**METHOD_LABELS, "forward": "masked-LM forward", PAPER_SIZED: "EMAT, paper-sized matrix (random rows)"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,14 +259,26 @@ def training_label_share(ranked: Sequence[Sequence[tuple[str, float]]], train_la
 # ---------------------------------------------------------------------------------------------
 
 
+def paper_sized_emat(mlm: MaskedLM, rows: int, *, seed: int = 0) -> ExtendedMatrixDecoder:
+    """EMAT with ``rows`` new rows of random phrase embeddings (the paper's ~93K, §3 and §4.1) on ``mlm``'s output
+    matrix: what inference costs at the paper's matrix size, whatever vocabulary we trained (its scores mean nothing).
+    Shared by :func:`measure_latency` and ``benchmarks/emat_speed.py``."""
+    whole_number(rows, "rows", 1, "new rows of the extended matrix")
+    generator = torch.Generator().manual_seed(seed)
+    phrase_rows = torch.randn(rows, mlm.hidden_size, generator=generator) * 0.02
+    return ExtendedMatrixDecoder(mlm.output_matrix, phrase_rows, mlm.token_strings,
+                                 [f"phrase {index}" for index in range(rows)]).to(mlm.device).eval()
+
+
 def measure_latency(completer: Completer, sentences: Sequence[str], methods: Sequence[str] | None = None, k: int = 10,
-                    rounds: int = 2, progress: bool = True) -> dict:
+                    rounds: int = 2, progress: bool = True, paper_sized: ExtendedMatrixDecoder | None = None) -> dict:
     """Milliseconds to complete one sentence (batch 1, masked-LM forward included) with the trained heads.
 
     The jobs take turns on every sentence (:func:`helpers.metrics.interleaved_timings`, the fastest of ``rounds``
     repeats after a warm-up), so load on the machine hits them alike. ``"forward"`` is the bare masked-LM
-    forward; ``"mlm"`` the single-token path (forward, output matrix, top-k). Returns the median per job, and
-    under ``"samples"`` the per-sentence times, for intervals on the ratios (:func:`latency_ratio`).
+    forward; ``"mlm"`` the single-token path (forward, output matrix, top-k); with ``paper_sized``
+    (:func:`paper_sized_emat`), :data:`PAPER_SIZED` is EMAT's path through that matrix. Returns the median per job,
+    and under ``"samples"`` the per-sentence times, for intervals on the ratios (:func:`latency_ratio`).
     The paper times a T4 GPU (Table 3, Inf-time).
     """
     if not sentences:
@@ -270,13 +286,16 @@ def measure_latency(completer: Completer, sentences: Sequence[str], methods: Seq
     methods = [m for m in (methods or LATENCY_METHODS) if m in completer.methods]
     jobs = {"forward": lambda s: completer.mlm.features([s])}
     jobs.update({method: (lambda s, m=method: completer.complete([s], m, k)) for method in methods})
+    if paper_sized is not None:
+        jobs[PAPER_SIZED] = lambda s: paper_sized.complete(completer.mlm.features([s])[0], k)
     synchronize = torch.cuda.synchronize if completer.mlm.device.type == "cuda" else None
     samples = {name: [] for name in jobs}
     for sentence in tqdm(list(sentences), desc="latency", disable=not progress):
         timed = metrics.interleaved_timings(jobs, [sentence], rounds=rounds, synchronize=synchronize)
         for name, value in timed.items():
             samples[name].append(value)
-    return {**{name: float(statistics.median(values)) for name, values in samples.items()}, "samples": samples}
+    extra = {PAPER_SIZED_ROWS: len(paper_sized.phrases)} if paper_sized is not None else {}
+    return {**{name: float(statistics.median(values)) for name, values in samples.items()}, "samples": samples, **extra}
 
 
 def latency_ratio(latency: dict, numerator: str, denominator: str, resamples: int = 1000) -> tuple[float, float, float, int]:

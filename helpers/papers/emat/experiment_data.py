@@ -1,7 +1,9 @@
 """Notebook 06's data: the phrase vocabulary, the masked sentences and their splits (§3), and the cached features.
 
-- **Vocabulary (§3):** spaCy noun chunks and entities, cut as the public code cuts them (leading determiners
-  trimmed, noun chunks cut to their head), that occur at least ``k`` times; up to 50 masked sentences per phrase,
+- **Vocabulary (§3):** spaCy noun chunks cut to their head as the public code cuts them, and entities, both then
+  trimmed of leading determiners and edge punctuation (which the public code does not do: it keeps spaCy's entity
+  spans as they are; at the cpu scale this gives 978 phrases where its rule gives 976), that occur at least ``k``
+  times; up to 50 masked sentences per phrase,
   one masked span per sentence, train/dev/test 90/5/5, and an *unseen* split of phrases that never occur as a label
   in train or dev. Cached under ``data/cache/mtc/`` with a manifest (counts, ``k``, the Table 1 distributions).
 - **Features:** the frozen masked LM's contextual embedding at the mask
@@ -82,10 +84,12 @@ def head_of_chunk(chunk):
 def phrase_spans(doc) -> list[tuple[int, int, bool]]:
     """``(start, end, pronoun)`` character spans of one spaCy doc's phrases, each once, in text order.
 
-    As the public code: entities (leading determiners and edge punctuation trimmed, :func:`trim_span`), and
-    noun chunks cut to their head (:func:`head_of_chunk`) that share no token with an entity; overlapping
-    spans of one kind are resolved by ``spacy.util.filter_spans`` (longest first). ``pronoun`` marks a
-    phrase made of pronouns only ("she", "them"), which §3's vocabulary keeps and we report separately.
+    Entities and noun chunks cut to their head (:func:`head_of_chunk`, as the public code) that share no token with
+    an entity (entities win, as the public code); overlapping spans of one kind are resolved by
+    ``spacy.util.filter_spans`` (longest first), as the public code. Unlike the public code, which keeps spaCy's
+    entity spans and chunk heads as they are, both are trimmed of leading determiners and edge punctuation /
+    possessive "'s" (:func:`trim_span`), so "the Bennets" and "Bennets" are one phrase. ``pronoun`` marks a phrase
+    made of pronouns only ("she", "them"), which §3's vocabulary keeps and we report separately.
     """
     from spacy.util import filter_spans
 
@@ -265,6 +269,11 @@ def phrase_token_count(tokenizer, phrase: str) -> int:
     return len(tokenizer(" " + phrase, add_special_tokens=False).input_ids)
 
 
+def vocabulary_token_counts(tokenizer, phrases: Sequence[str]) -> list[int]:
+    """:func:`phrase_token_count` of every phrase: Table 1's per-phrase token counts, for an interval on its shares."""
+    return [phrase_token_count(tokenizer, phrase) for phrase in phrases]
+
+
 def _manifest(corpus: str, model_name: str, data_settings: PhraseData, texts, counts: Counter, vocabulary,
               unseen, pronouns, examples, token_counts) -> dict:
     """The dataset's manifest: what it was built from, its counts and Table 1's distributions."""
@@ -305,7 +314,7 @@ def build_dataset(corpus: str, data_settings: PhraseData, tokenizer, model_name:
     unseen = choose_unseen_phrases(vocabulary, data_settings.unseen_fraction, data_settings.seed)
     examples = masked_examples(pairs, spans, vocabulary, unseen, data_settings.max_sentences_per_phrase,
                                data_settings.seed)
-    token_counts = [phrase_token_count(tokenizer, phrase) for phrase in vocabulary]
+    token_counts = vocabulary_token_counts(tokenizer, vocabulary)
     manifest = _manifest(corpus, model_name, data_settings, texts, counts, vocabulary, unseen, pronouns, examples,
                          token_counts)
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .experiment import METHOD_LABELS, METHODS
+from .experiment import LATENCY_LABELS, METHOD_LABELS, METHODS, PAPER_SIZED
 from .experiment_data import LENGTH_BUCKETS
 from .mechanism import KS
 from .report import PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3
@@ -147,8 +147,8 @@ def accuracy_by_length_figure(intervals: dict, unseen: dict | None = None) -> pl
 
 def latency_figure(latency: dict[str, float]) -> plt.Figure:
     """Milliseconds per sentence (batch 1, trained heads, interleaved) and the ratio to the bare masked-LM forward."""
-    names = [n for n in ("forward", "mlm", "emat", "emat_new_rows", "gru") if n in latency]
-    labels = ["masked-LM forward" if n == "forward" else METHOD_LABELS[n] for n in names]
+    names = [n for n in ("forward", "mlm", "emat", "emat_new_rows", PAPER_SIZED, "gru") if n in latency]
+    labels = [LATENCY_LABELS[n] for n in names]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(names) + 1.2))
     ax.barh(labels, [latency[n] for n in names], color=[_METHOD_COLORS.get(n, _PAPER) for n in names])
     for y, n in enumerate(names):

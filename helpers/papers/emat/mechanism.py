@@ -89,12 +89,17 @@ def first_distinct_completions(scored, k: int) -> list[tuple[str, float]]:
     return best
 
 
+def ranking_depth(k: int) -> int:
+    """How many top candidates to read to find ``k`` distinct real completions (some decode alike or to punctuation)."""
+    return 8 * check_k(k) + 16
+
+
 def rank_candidates(scores: torch.Tensor, candidates: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
     """Per row, the ``k`` best distinct candidate strings (see :func:`is_completion`) with their scores, best first."""
     check_k(k)
     if scores.shape[-1] != len(candidates):
         raise ValueError(f"scores has {scores.shape[-1]} columns but there are {len(candidates)} candidates")
-    top = scores.topk(min(scores.shape[-1], 8 * k + 16), dim=-1)
+    top = scores.topk(min(scores.shape[-1], ranking_depth(k)), dim=-1)
     ranked = []
     for values, indices in zip(top.values.tolist(), top.indices.tolist()):
         ranked.append(first_distinct_completions(((candidates[index], value) for value, index in zip(values, indices)), k))
@@ -394,20 +399,26 @@ class LengthClassifier(nn.Module):
 
 @torch.no_grad()
 def naive_complete(mlm: MaskedLM, lengths: LengthClassifier, sentences: Sequence[str], k: int,
-                   first_tokens: int = 100, second_tokens: int = 10) -> list[list[tuple[str, float]]]:
+                   first_tokens: int = 100, second_tokens: int | None = None) -> list[list[tuple[str, float]]]:
     """Naive MTC (§5.2): P(one token) · P_MLM(t), and P(two tokens) · P(t1 | [MASK] [MASK]) · P(t2 | t1 [MASK]).
 
     *"After duplicating the mask, we complete the first missing token using the MLM. Then, we replace the
-    first mask with each of the top-100 predicted tokens and complete the second mask."*
+    first mask with each of the top-100 predicted tokens and complete the second mask."* The second mask is completed
+    over the whole vocabulary (``second_tokens=None``, as the paper): for the top-``k`` list only each first token's
+    best :func:`ranking_depth` second tokens can enter it, so those are read; an int caps them lower. Every
+    candidate is scored in one tensor and decoded lazily, best first, until ``k`` distinct completions are found.
     """
     check_k(k)
     whole_number(first_tokens, "first_tokens")
-    whole_number(second_tokens, "second_tokens")
+    if second_tokens is not None:
+        whole_number(second_tokens, "second_tokens")
+    depth = ranking_depth(k)
     encoded_one = [mlm.encode_masked(sentence) for sentence in sentences]
     encoded_two = [mlm.encode_masked(sentence, mask_count=2) for sentence in sentences]
     hidden = mask_features(mlm, [ids for ids, _ in encoded_one], [p for _, p in encoded_one])
     length_probs = lengths(hidden).softmax(-1)
-    single = mlm.token_logits(hidden).softmax(-1) * length_probs[:, :1]
+    single_scores = mlm.token_logits(hidden).softmax(-1) * length_probs[:, :1]
+    single = single_scores.topk(min(depth, single_scores.shape[-1]), dim=-1)
     first = mlm.token_logits(mask_features(mlm, [ids for ids, _ in encoded_two], [p for _, p in encoded_two]))
     first_top = first.softmax(-1).topk(first_tokens, dim=-1)
     filled, positions = [], []
@@ -416,16 +427,24 @@ def naive_complete(mlm: MaskedLM, lengths: LengthClassifier, sentences: Sequence
             filled.append(ids[:position] + [token] + ids[position + 1:])
             positions.append(position + 1)  # the second mask
     second = mlm.token_logits(mask_features(mlm, filled, positions)).softmax(-1)
-    second_top = second.topk(second_tokens, dim=-1)
+    second_top = second.topk(min(second_tokens or depth, second.shape[-1]), dim=-1)
     strings = mlm.token_strings
     ranked = []
     for row in range(len(sentences)):
-        candidates = [(strings[t], float(p)) for p, t in zip(*single[row].topk(min(8 * k + 16, single.shape[-1])))]
-        p_two = float(length_probs[row, 1])
-        for j, (p1, t1) in enumerate(zip(first_top.values[row].tolist(), first_top.indices[row].tolist())):
-            flat = row * first_tokens + j
-            for p2, t2 in zip(second_top.values[flat].tolist(), second_top.indices[flat].tolist()):
-                candidates.append((mlm.tokenizer.decode([t1, t2], skip_special_tokens=True).strip(), p_two * p1 * p2))
-        candidates.sort(key=lambda item: -item[1])
-        ranked.append(first_distinct_completions(candidates, k))
+        block = slice(row * first_tokens, (row + 1) * first_tokens)
+        pairs = (length_probs[row, 1] * first_top.values[row, :, None] * second_top.values[block]).flatten()
+        scores = torch.cat([single.values[row], pairs]).cpu()
+        order = scores.argsort(descending=True, stable=True).tolist()
+        width = second_top.indices.shape[-1]
+        singles, firsts = single.indices[row].tolist(), first_top.indices[row].tolist()
+        seconds = second_top.indices[block].tolist()
+
+        def text_of(index: int) -> str:
+            if index < len(singles):
+                return strings[singles[index]]
+            pair = index - len(singles)
+            t1, t2 = firsts[pair // width], seconds[pair // width][pair % width]
+            return mlm.tokenizer.decode([t1, t2], skip_special_tokens=True).strip()
+
+        ranked.append(first_distinct_completions(((text_of(i), float(scores[i])) for i in order), k))
     return ranked

@@ -14,7 +14,7 @@ from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW
                          load_causal_lm, ltd_entropies, save_generations, speed_ratio_samples, speed_ratios, story_prompts,
                          table6_generations)
 from .experiment_table6 import (Table6Scores, bleu1_statistics, continuation_nll, continuation_nlls, corpus_bleu1,
-                                evaluate_generations, paired_metric_difference, rouge_l, words)
+                                evaluate_generations, paired_metric_difference, rouge_l, table6_scores, words)
 from .experiment_table7 import (LengthPredictor, LengthScores, continuation_lengths, length_experiment,
                                 length_strategies, prompt_features)
 from .figures import (ablation_figure, decoding_view, generation_masks_figure, ltd_figure, speed_figure,
@@ -23,7 +23,7 @@ from .mechanism import (REJECTION_ROUNDS, DecodeConfig, Decoded, Iteration, atte
                         autoregressive_generate, generation_mask, joined_tokens, left_padded, ltd_temperature,
                         mask_predict, mask_predict_batched, recurrent_mask_predict, remask_count, sample_tokens,
                         segment_lengths, top_p_filter)
-from .report import (PAPER_FUNCTION_WORD_SHARE, PAPER_SPEED, PAPER_TABLE4, PAPER_TABLE6, PAPER_TABLE7,
+from .report import (PAPER_BETTER, PAPER_FUNCTION_WORD_SHARE, PAPER_SPEED, PAPER_TABLE4, PAPER_TABLE6, PAPER_TABLE7,
                      ablation_with_paper, claims, describe_ablation, describe_lengths, describe_ltd,
                      describe_self_scoring, describe_speed, describe_trace, settings_table)
 from .settings import SETTINGS, OpenLTGSettings
@@ -35,7 +35,7 @@ CITATION = dict(
     arxiv=None,  # published through the ACL Anthology; no arXiv identifier is cited here
 )
 
-__all__ = ["ABLATIONS", "AR_ROW", "CITATION", "LAST_LAYER_ROW", "PAPER_FUNCTION_WORD_SHARE", "PAPER_SPEED",
+__all__ = ["ABLATIONS", "AR_ROW", "CITATION", "LAST_LAYER_ROW", "PAPER_BETTER", "PAPER_FUNCTION_WORD_SHARE", "PAPER_SPEED",
            "PAPER_TABLE4", "PAPER_TABLE6", "PAPER_TABLE7", "REJECTION_ROUNDS", "SETTINGS", "SMART_ROW", "TRUTH_ROW",
            "DecodeConfig", "Decoded", "GenerationsKey", "Iteration", "LengthPredictor", "LengthScores",
            "OpenLTGSettings", "PromptExample", "Table6Scores", "ablation_configs", "ablation_figure",
@@ -49,4 +49,4 @@ __all__ = ["ABLATIONS", "AR_ROW", "CITATION", "LAST_LAYER_ROW", "PAPER_FUNCTION_
            "mask_predict", "mask_predict_batched", "mechanism", "paired_metric_difference", "prompt_features",
            "recurrent_mask_predict", "remask_count", "report", "rouge_l", "sample_tokens", "save_generations",
            "segment_lengths", "settings", "settings_table", "speed_figure", "speed_ratio_samples", "speed_ratios",
-           "story_prompts", "table6_generations", "top_p_filter", "trace_figure", "words"]
+           "story_prompts", "table6_generations", "table6_scores", "top_p_filter", "trace_figure", "words"]

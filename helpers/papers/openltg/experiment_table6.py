@@ -148,19 +148,17 @@ def evaluate_generations(systems: dict[str, Sequence[str]], prompts: Sequence[st
     4-grams, averaged over prompts (= 100 - MAGNET's Rep-4): the corpus-level ratio changes with the number of
     texts, so resampling prompts (duplicates included) would bias its interval. The references themselves
     ("Ground truth") get no B-1/R-L."""
-    import pandas as pd
-
     if len(references) != len(prompts):
         raise ValueError(f"references has {len(references)} texts but there are {len(prompts)} prompts")
-    statistics = _table6_statistics(lr_n)
-    per_prompt, values, low, high = {}, {}, {}, {}
+    per_prompt, reference_systems = {}, []
     for name, texts in systems.items():
         if len(texts) != len(prompts):
             raise ValueError(f"systems[{name!r}] has {len(texts)} texts but there are {len(prompts)} prompts")
         nlls = continuation_nlls(judge, judge_tokenizer, prompts, texts, batch_size=batch_size, desc=f"PPL {name}")
         if sum(count for _, count in nlls) == 0:
             raise ValueError(f"systems[{name!r}] holds only empty texts; there is nothing to score")
-        is_reference = list(texts) == list(references)
+        if list(texts) == list(references):
+            reference_systems.append(name)
         records = []
         for text, reference, (nll, count) in zip(texts, references, nlls):
             units = words(text)
@@ -168,15 +166,32 @@ def evaluate_generations(systems: dict[str, Sequence[str]], prompts: Sequence[st
                             "lr": metrics.lexical_repetition([units], n=lr_n, gram=4),
                             "distinct4": metrics.distinct_n([units], 4), "nll": nll, "tokens": count})
         per_prompt[name] = records
+    return table6_scores(per_prompt, lr_n=lr_n, resamples=resamples, seed=seed, references=reference_systems)
+
+
+def table6_scores(per_prompt: dict[str, list[dict]], *, lr_n: int, resamples: int = 1000, seed: int = 0,
+                  references: Sequence[str] = ()) -> Table6Scores:
+    """Table 6 from per-prompt records (one dict per prompt and system: ``bleu1`` statistics, ``rouge_l``, ``lr``
+    (0/1), ``distinct4``, ``nll`` and ``tokens``): every metric with its 95% bootstrap interval over prompts. The
+    systems named in ``references`` (the human text itself) get no B-1/R-L."""
+    import pandas as pd
+
+    statistics = _table6_statistics(lr_n)
+    counts = {name: len(records) for name, records in per_prompt.items()}
+    if not counts or len(set(counts.values())) != 1 or 0 in counts.values():
+        raise ValueError(f"per_prompt must hold the same, non-zero number of prompts for every system; got {counts}")
+    values, low, high = {}, {}, {}
+    for name, records in per_prompt.items():
         values[name], low[name], high[name] = {}, {}, {}
         for metric, statistic in statistics.items():
-            if is_reference and metric in ("B-1", "R-L"):
+            if name in references and metric in ("B-1", "R-L"):
                 values[name][metric] = low[name][metric] = high[name][metric] = float("nan")
                 continue
             values[name][metric], low[name][metric], high[name][metric] = metrics.bootstrap_interval(
                 records, statistic, resamples=resamples, seed=seed)
     frame = lambda table: pd.DataFrame(table).T
-    return Table6Scores(frame(values), frame(low), frame(high), per_prompt, len(prompts), lr_n, resamples)
+    return Table6Scores(frame(values), frame(low), frame(high), dict(per_prompt), next(iter(counts.values())), lr_n,
+                        resamples)
 
 
 def paired_metric_difference(scores: Table6Scores, first: str, second: str, metric: str, *, seed: int = 0):

@@ -306,6 +306,12 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
     Under DSWA each layer uses its Eq. 7 window. The prompt is a closed block, so with
     ``config.cache_prompt`` it runs once and each iteration runs only the N target positions.
     ``prompts``: one 1D id tensor or a list of them (batched with left padding).
+
+    **Banned tokens** (``backend.banned_ids``: the special tokens, the mask token and every token that is only
+    underscores, :func:`helpers.masked_lm.underscore_only_ids`) get ``-inf`` logits *before* the softmax, so they are
+    never drawn and the confidences re-masking ranks are renormalised over the allowed tokens. The public OpenLTG
+    code (``nucleus_sampling``) samples over the full vocabulary instead and swaps a drawn special token for the
+    argmax, keeping the drawn token's probability as its score.
     """
     prompts = check_prompts(prompts)
     length = check_length(length)

@@ -69,3 +69,24 @@ def test_training_label_share_counts_top_k_items_that_are_training_labels():
     ranked = [[("she", 0.5), ("Darcy", 0.3), ("xyz", 0.2)], [("Darcy", 0.9), ("abc", 0.1)]]
     assert experiment.training_label_share(ranked, {"she", "Darcy"}, k=2) == 0.75  # she, Darcy | Darcy, abc
     assert experiment.training_label_share(ranked, {"she", "Darcy"}, k=3) == 0.6
+
+
+def test_paper_sized_emat_extends_the_output_matrix_by_random_rows_and_is_timed_beside_the_forward(tiny_mlm, tiny_gru):
+    big = experiment.paper_sized_emat(tiny_mlm, 5_000, seed=3)
+    vocab = tiny_mlm.output_matrix.shape[0]
+    hidden, _ = tiny_mlm.features(["It was [MASK] who spoke first."])
+    logits = big(hidden)
+    assert logits.shape == (1, vocab + 5_000) and len(big.phrases) == 5_000
+    torch.testing.assert_close(logits[:, :vocab], tiny_mlm.token_logits(hidden))  # the token rows are the masked LM's
+    torch.testing.assert_close(experiment.paper_sized_emat(tiny_mlm, 5_000, seed=3).phrase_matrix,
+                               big.phrase_matrix)  # seeded: the same matrix in every run
+    completer = experiment.Completer(tiny_mlm, mechanism.build_emat(tiny_mlm, ["Mr. Darcy"]), tiny_gru(),
+                                     mechanism.LengthClassifier(tiny_mlm.hidden_size), SETTINGS, max_steps=3)
+    latency = experiment.measure_latency(completer, ["It was [MASK] who spoke first.", "She met [MASK] there."],
+                                         methods=["mlm", "emat"], rounds=1, progress=False, paper_sized=big)
+    assert latency[experiment.PAPER_SIZED_ROWS] == 5_000
+    assert len(latency["samples"][experiment.PAPER_SIZED]) == 2 and latency[experiment.PAPER_SIZED] > 0
+    value, low, high, n = experiment.latency_ratio(latency, experiment.PAPER_SIZED, "forward", resamples=100)
+    assert n == 2 and low <= value <= high
+    with pytest.raises(ValueError, match="rows=0"):
+        experiment.paper_sized_emat(tiny_mlm, 0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from helpers.papers.emat import experiment_training, settings
 
 SETTINGS = settings.SETTINGS["smoke"]
@@ -39,3 +41,50 @@ def _changed(value):
     if isinstance(value, bool):
         return not value
     return value + 1 if isinstance(value, int) else value / 2
+
+
+# --------------------------------------------------------------------------- the held-out curve's last quarter
+
+
+def _curve(values, every=10, key="dev a@1"):
+    """Training records as ``training.train`` writes them: a loss per step, ``key`` at step 0 and every ``every``."""
+    records = [{"step": step, "loss": 1.0} for step in range(1, every * (len(values) - 1) + 1)]
+    records += [{"step": index * every, key: value} for index, value in enumerate(values)]
+    return sorted(records, key=lambda record: record["step"])
+
+
+def test_plateau_is_the_last_quarters_slope_with_its_interval():
+    rising = experiment_training.plateau(_curve([0.01 * i + 0.001 * (-1) ** i for i in range(21)]), "dev a@1")
+    slope, low, high, steps = rising
+    assert steps == 200 and slope == pytest.approx(0.001, rel=0.2) and low > 0  # still rising: the interval is above 0
+    flat = experiment_training.plateau(_curve([0.3 + 0.01 * i for i in range(12)] + [0.42 + 0.002 * (-1) ** i for i in range(9)]),
+                                       "dev a@1")
+    assert flat[1] <= 0 <= flat[2] and flat[3] == 200  # the last quarter (steps 150-200) is flat
+    fitted = experiment_training.plateau(_curve([0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 7.5, 9.0]), "dev a@1", fraction=0.5)
+    assert fitted[0] == pytest.approx(0.15) and fitted[1] == pytest.approx(0.15)  # four collinear points: no spread
+
+
+def test_plateau_with_two_evaluations_in_reach_is_exact_and_refuses_fewer():
+    """The cpu profile's GRU: dev a@1 0 -> 5.3 -> 7.4% over two epochs; the last quarter holds only the last
+    evaluation, so the last two count, and a rising pair is never flat."""
+    slope, low, high, steps = experiment_training.plateau(_curve([0.0, 0.053, 0.074], every=50), "dev a@1")
+    assert (low, high, steps) == (slope, slope, 100) and slope == pytest.approx(0.021 / 50)
+    assert experiment_training.plateau(_curve([0.2, 0.2], every=50), "dev a@1")[1:3] == (0.0, 0.0)
+    with pytest.raises(ValueError, match="1 values of 'dev a@1'"):
+        experiment_training.plateau(_curve([0.2]), "dev a@1")
+
+
+def test_length_hits_mark_each_sentence_whose_class_the_probe_gets_right(tiny_mlm):
+    import torch
+
+    from helpers.papers.emat import experiment_data, mechanism
+
+    classifier = mechanism.LengthClassifier(tiny_mlm.hidden_size)
+    with torch.no_grad():
+        classifier.linear.weight.zero_()
+        classifier.linear.bias.copy_(torch.tensor([0.0, 5.0, 0.0]))  # always "2 tokens"
+    encoded = experiment_data.EncodedSplit([[1, 2]] * 4, [1] * 4, [[7], [7, 8], [7, 8, 9], [4, 5]], ["a", "b", "c", "d"],
+                                           ["[MASK]"] * 4)
+    hits = experiment_training.length_hits(classifier, encoded, torch.zeros(4, tiny_mlm.hidden_size))
+    assert hits == [0, 1, 0, 1]
+    assert experiment_training.length_accuracy(classifier, encoded, torch.zeros(4, tiny_mlm.hidden_size)) == 0.5

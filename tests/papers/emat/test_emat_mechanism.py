@@ -216,3 +216,28 @@ def test_the_mechanism_imports_no_experiment_report_or_figures():
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert not [name for name in imported if name.split(".")[-1] in ("experiment", "experiment_data", "experiment_training",
                                                                        "report", "figures", "settings")], imported
+
+
+def test_naive_mtc_completes_the_second_mask_over_the_whole_vocabulary(tiny_mlm):
+    """§5.2 "complete the second mask": without a cap the ranking is the one over every (t1 in the top first tokens,
+    any t2) pair, read best first; a cap of 2 second tokens loses pairs that belong in the top k."""
+    sentence, k, first_tokens = "Elizabeth walked with [MASK] to Meryton.", 6, 3
+    lengths = _biased_lengths(tiny_mlm, 1)  # sure of two tokens: the pairs decide the ranking
+    naive = mechanism.naive_complete(tiny_mlm, lengths, [sentence], k=k, first_tokens=first_tokens)[0]
+    ids, position = tiny_mlm.encode_masked(sentence, mask_count=2)
+    first = tiny_mlm.token_logits(tiny_mlm.hidden_at([ids], [position - 1])).softmax(-1)[0]
+    top = first.topk(first_tokens)
+    scored = []
+    for p1, t1 in zip(top.values.tolist(), top.indices.tolist()):
+        filled = ids[:position] + [t1] + ids[position + 1:]
+        second = tiny_mlm.token_logits(tiny_mlm.hidden_at([filled], [position])).softmax(-1)[0]
+        scored += [(p1 * p2, t1, t2) for t2, p2 in enumerate(second.tolist())]
+    scored.sort(key=lambda item: -item[0])
+    brute = mechanism.first_distinct_completions(
+        ((tiny_mlm.tokenizer.decode([t1, t2], skip_special_tokens=True).strip(), score) for score, t1, t2 in scored), k)
+    assert [text for text, _ in naive] == [text for text, _ in brute]
+    for (_, ours), (_, theirs) in zip(naive, brute):
+        assert ours == pytest.approx(theirs, rel=1e-3)
+    capped = mechanism.naive_complete(tiny_mlm, lengths, [sentence], k=k, first_tokens=first_tokens, second_tokens=1)[0]
+    pairs = [text for text, score in capped if score > 1e-20]  # the one-token candidates weigh e^-60 here
+    assert len(pairs) <= first_tokens < len([text for text, score in naive if score > 1e-20])  # one pair per first token

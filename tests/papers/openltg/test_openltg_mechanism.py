@@ -16,9 +16,9 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, DynamicCache, LlamaForCausalLM, RobertaConfig, RobertaForMaskedLM
 
 from helpers import attention
-from helpers.masked_lm import EncoderMLM, MaskedLM, MNTPDecoder
+from helpers.masked_lm import EncoderMLM, MaskedLM, MNTPDecoder, underscore_only_ids
 from helpers import masks as M
-from helpers import models
+from helpers import models, profiles
 from helpers.papers.openltg import experiment, mechanism, settings
 
 VOCAB = 40
@@ -504,3 +504,71 @@ def test_mechanism_imports_no_experiment_report_or_figures():
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
                  and node.module is None for alias in node.names}
     assert not imported & {"experiment", "experiment_table6", "experiment_table7", "report", "figures"}
+
+
+# --------------------------------------------------------------------------- the mask token's look-alikes
+
+
+def _smollm2_tiny_backend() -> MNTPDecoder:
+    """The tiny random Llama with SmolLM2's tokenizer, read as an MNTP decoder whose mask token is "_"."""
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, dtype="float32", device="cpu", seed=0)
+    except models.MissingAssetError as error:
+        pytest.skip(f"the tiny model needs the embedded SmolLM2 tokenizer (run `make setup`): {error}")
+    mask_id = tokenizer("_", add_special_tokens=False).input_ids[0]
+    return MNTPDecoder(model.eval(), tokenizer, mask_id, name=profiles.TINY_RANDOM_MODEL)
+
+
+def test_every_underscore_only_token_is_banned_and_nothing_else_of_the_kind():
+    backend = _smollm2_tiny_backend()
+    vocabulary = backend.tokenizer.get_vocab()
+    texts = {index: backend.tokenizer.decode([index]) for index in range(len(vocabulary))}
+    underscores = sorted(index for index, text in texts.items() if text and set(text.lstrip(" ")) == {"_"}
+                         and len(text) - len(text.lstrip(" ")) <= 1)
+    assert len(underscores) == 16 and backend.mask_id in underscores  # "_" and its 15 look-alikes in SmolLM2
+    assert set(underscores) <= set(backend.banned_ids)
+    assert underscore_only_ids(backend.tokenizer) == underscores
+    assert set(backend.banned_ids) == {*underscores, *backend.tokenizer.all_special_ids}
+    allowed = [backend.tokenizer("\n", add_special_tokens=False).input_ids[0], vocabulary["._"], vocabulary["_{"],
+               vocabulary["Ġ\\_"], backend.tokenizer(" the", add_special_tokens=False).input_ids[0]]
+    assert not set(allowed) & set(backend.banned_ids)  # newlines and text that merely holds an underscore stay
+    assert underscore_only_ids(None) == []
+
+
+def test_mask_predict_never_emits_an_underscore_only_token_even_when_the_logits_favour_one():
+    backend = _smollm2_tiny_backend()
+    tokenizer, vocabulary = backend.tokenizer, backend.tokenizer.get_vocab()
+    underscores = underscore_only_ids(tokenizer)
+    newline, the, dotted = tokenizer("\n", add_special_tokens=False).input_ids[0], vocabulary["Ġthe"], vocabulary["._"]
+    favoured = torch.full((len(vocabulary),), -20.0)
+    favoured[underscores] = 60.0  # every look-alike far above the rest ...
+    favoured[vocabulary["__"]] = 70.0  # ... and one above them all
+    favoured[[newline, the, dotted]] = torch.tensor([40.0, 39.5, 39.0])
+    backend.head = lambda hidden: favoured.to(hidden.device).expand(hidden.shape[0], -1).clone()
+    # the reference: without the ban the sampler writes the look-alikes
+    unbanned, _ = mechanism.sample_tokens(favoured.expand(64, -1).clone(), 1.8, 0.9, torch.Generator().manual_seed(0))
+    assert torch.isin(unbanned, torch.tensor(underscores)).all()
+    prompts = [backend.encode("It was a bright cold day"), backend.encode("She said")]
+    decoded = mechanism.mask_predict(backend, prompts, 12, mechanism.DecodeConfig(iterations=4, fixed_window=8), seed=0)
+    drawn = torch.stack([iteration.tokens for iteration in decoded.trace])
+    assert not torch.isin(drawn, torch.tensor(underscores)).any()
+    assert {newline, the} <= set(decoded.tokens.flatten().tolist())  # real text, newlines included, is still written
+    # banned before the softmax: each kept confidence is its probability among the allowed tokens only
+    last = decoded.trace[0]
+    allowed = favoured.clone()
+    allowed[backend.banned_ids] = float("-inf")
+    probabilities = torch.softmax(allowed / last.temperature, -1)
+    torch.testing.assert_close(last.confidences, probabilities[last.tokens], rtol=1e-5, atol=1e-6)
+
+
+def test_eq7_windows_reach_at_most_one_token_further_or_nearer_than_the_public_formula():
+    """The departures table: plan_roberta's Eq. 7 (layer index from 0, ``int(32 * scale)``, ``|q - k| < window``)
+    against ours (layer index from 1, rounded, ``|q - k| <= S_win // 2``), for the paper's α and S_fix = 64: one
+    token at most from 11 layers up (RoBERTa-base has 12, SmolLM2-135M 30); the one-layer shift of the index is worth
+    0.75 · 32 / L tokens, so shallower stacks (the smoke profile's 4 layers: 5 tokens) differ more."""
+    for layers in range(11, 49):
+        ours = [window // 2 for window in M.dswa_window_schedule(layers, 64, 0.125, 0.75)]
+        public = [int(32 * max((layers - index) / layers * 0.75, 0.125)) - 1 for index in range(layers)]
+        assert max(abs(a - b) for a, b in zip(ours, public)) <= 1, layers
+    ours = [window // 2 for window in M.dswa_window_schedule(4, 64, 0.125, 0.75)]
+    assert max(abs(a - int(32 * max((4 - i) / 4 * 0.75, 0.125)) + 1) for i, a in enumerate(ours)) == 5
