@@ -279,10 +279,25 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         lr_lambda: ``step -> factor``; step ``s`` (0-based) uses ``config.lr * lr_lambda(s)`` (a pure function of
             the step, so resuming needs no scheduler state). None keeps ``config.lr`` (see :func:`linear_decay`).
             Its factor at every step is part of the run's stored settings.
+
+    While it trains, the run folder is locked (:func:`helpers.store.exclusive`): a second process (another notebook
+    tab, another kernel) that starts the same run refuses at once, naming the holder, so metrics hold each step once.
     """
-    from accelerate import Accelerator
+    from accelerate import PartialState
 
     run_dir = Path(run_dir)
+    with contextlib.ExitStack() as held:
+        if PartialState().is_main_process:  # one writer per run folder; a second notebook or process refuses by name
+            held.enter_context(store.exclusive(run_dir, "training run"))
+        return _train(model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run_dir, evaluate=evaluate,
+                      resume=resume, stop_after=stop_after, progress=progress, settings=settings, lr_lambda=lr_lambda)
+
+
+def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, evaluate, resume: bool,
+           stop_after: int | None, progress: bool, settings: dict | None, lr_lambda) -> list[dict]:
+    """:func:`train`'s loop, run while the run folder's lock is held."""
+    from accelerate import Accelerator
+
     run_dir.mkdir(parents=True, exist_ok=True)
     if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}

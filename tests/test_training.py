@@ -256,3 +256,15 @@ def test_lora_draws_the_same_initial_adapter_in_every_rerun_when_seeded():
     assert not torch.equal(lora_a(1, seed=None), lora_a(2, seed=None))
     with pytest.raises(ValueError, match="init"):
         T.LoraSettings(init="random")
+
+
+def test_a_second_process_on_the_same_run_refuses_and_metrics_hold_each_step_once(tmp_path, lock_holder):
+    from helpers import store
+
+    lock_holder(tmp_path / "run")  # another kernel is training this run
+    with pytest.raises(store.InUseError, match="training run .*run is being written by pid"):
+        experiment(tmp_path / "run")
+    assert not (tmp_path / "run" / T.METRICS_FILE).exists()  # the refused process wrote nothing
+    _, records = experiment(tmp_path / "other")
+    steps = [r["step"] for r in records if "loss" in r]
+    assert steps == sorted(set(steps)) == list(range(1, CONFIG.steps + 1))
