@@ -99,6 +99,8 @@ def rank_candidates(scores: torch.Tensor, candidates: Sequence[str], k: int) -> 
     check_k(k)
     if scores.shape[-1] != len(candidates):
         raise ValueError(f"scores has {scores.shape[-1]} columns but there are {len(candidates)} candidates")
+    if bool(torch.isnan(scores).any()):  # topk ranks NaN above every number
+        raise ValueError("scores holds NaN; a candidate without a score cannot be ranked")
     top = scores.topk(min(scores.shape[-1], ranking_depth(k)), dim=-1)
     ranked = []
     for values, indices in zip(top.values.tolist(), top.indices.tolist()):
@@ -108,6 +110,8 @@ def rank_candidates(scores: torch.Tensor, candidates: Sequence[str], k: int) -> 
 
 def accuracy(ranked: Sequence[Sequence[tuple[str, float] | str]], gold: Sequence[str], ks: Sequence[int] = KS) -> dict[int, float]:
     """accuracy@k (§5: "the percentage of masked sentences where the label is among the top-k predictions")."""
+    if isinstance(gold, str) or not all(isinstance(phrase, str) for phrase in gold):
+        raise ValueError(f"gold={str(gold)[:60]!r} must be a list of phrase strings, one per example, not one string")
     strings = [[item[0] if isinstance(item, tuple) else item for item in row] for row in ranked]
     return metrics.accuracy_at_k(strings, [phrase.strip() for phrase in gold], ks)
 

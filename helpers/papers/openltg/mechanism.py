@@ -60,6 +60,11 @@ def check_prompts(prompts) -> list[torch.Tensor]:
     """One 1D id tensor, a 2D batch or a list of 1D tensors, as a non-empty list of non-empty 1D long tensors."""
     if isinstance(prompts, torch.Tensor):
         prompts = [prompts] if prompts.dim() == 1 else list(prompts)
+    for index, prompt in enumerate(prompts):
+        floating = prompt.is_floating_point() if isinstance(prompt, torch.Tensor) else any(
+            isinstance(value, float) for value in (prompt if isinstance(prompt, (list, tuple)) else [prompt]))
+        if floating:  # a float id would be truncated to another token without a word
+            raise ValueError(f"prompts[{index}] holds floats ({str(prompt)[:40]}); expected integer token ids")
     prompts = [torch.as_tensor(prompt, dtype=torch.long).flatten() for prompt in prompts]
     if not prompts:
         raise ValueError("prompts is empty; pass at least one prompt (a 1D tensor of token ids)")
@@ -158,7 +163,11 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     keep_sorted = mass_before < top_p  # the most likely token always stays
     keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
     kept = probs * keep
-    return kept / kept.sum(-1, keepdim=True)
+    mass = kept.sum(-1, keepdim=True)
+    if bool((mass <= 0).any()):  # an all-zero row has no nucleus: dividing would give NaN probabilities
+        raise ValueError("probs has a row with no probability mass (all zero); every row needs at least one token "
+                         "with positive probability")
+    return kept / mass
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None = None

@@ -241,3 +241,16 @@ def test_naive_mtc_completes_the_second_mask_over_the_whole_vocabulary(tiny_mlm)
     capped = mechanism.naive_complete(tiny_mlm, lengths, [sentence], k=k, first_tokens=first_tokens, second_tokens=1)[0]
     pairs = [text for text, score in capped if score > 1e-20]  # the one-token candidates weigh e^-60 here
     assert len(pairs) <= first_tokens < len([text for text, score in naive if score > 1e-20])  # one pair per first token
+
+
+def test_nan_scores_and_a_string_as_gold_are_refused_by_name():
+    import pytest
+    import torch
+
+    from helpers.papers.emat import mechanism
+
+    with pytest.raises(ValueError, match="scores holds NaN"):
+        mechanism.rank_candidates(torch.tensor([[0.1, float("nan")]]), ["a house", "the sea"], 1)
+    with pytest.raises(ValueError, match="gold=.*list of phrase strings"):
+        mechanism.accuracy([[("a house", 1.0)]], "a house", (1,))
+    assert mechanism.accuracy([[("a house", 1.0)]], ["a house"], (1,)) == {1: 1.0}

@@ -572,3 +572,18 @@ def test_eq7_windows_reach_at_most_one_token_further_or_nearer_than_the_public_f
         assert max(abs(a - b) for a, b in zip(ours, public)) <= 1, layers
     ours = [window // 2 for window in M.dswa_window_schedule(4, 64, 0.125, 0.75)]
     assert max(abs(a - int(32 * max((4 - i) / 4 * 0.75, 0.125)) + 1) for i, a in enumerate(ours)) == 5
+
+
+def test_float_prompt_ids_and_an_all_zero_nucleus_are_refused_by_name():
+    import pytest
+    import torch
+
+    from helpers.papers.openltg import mechanism
+
+    with pytest.raises(ValueError, match=r"prompts\[0\] holds floats"):
+        mechanism.check_prompts(torch.tensor([3.7, 5.2]))
+    with pytest.raises(ValueError, match=r"prompts\[1\] holds floats"):
+        mechanism.check_prompts([[3, 5], [2.5]])
+    assert mechanism.check_prompts([[3, 5]])[0].tolist() == [3, 5]
+    with pytest.raises(ValueError, match="probs has a row with no probability mass"):
+        mechanism.top_p_filter(torch.tensor([[0.5, 0.5], [0.0, 0.0]]), 0.9)
