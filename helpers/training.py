@@ -56,6 +56,9 @@ class LoraSettings:
                              "e.g. ('q_proj', 'v_proj')")
 
 
+RNG_SCHEME = "per-micro-batch"  # torch draws inside a micro-batch come from (seed, step, micro-batch): 1 or N processes
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int
@@ -75,7 +78,7 @@ class TrainConfig:
     # (micro_batch_seed), so N processes draw what one process draws and a resumed run what an uninterrupted one
     # does. Runs trained with one stream over the whole run drew otherwise: a field of every run key, so they are
     # never resumed under this rule.
-    rng: str = "per-micro-batch"
+    rng: str = RNG_SCHEME  # keys that hold no TrainConfig name the scheme themselves
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):

@@ -25,7 +25,7 @@ from .mechanism import (ExtendedMatrixDecoder, GRUDecoder, LengthClassifier, acc
                         emat_labels, gru_targets, language_model_targets, length_class, start_id)
 from .settings import HeadTraining
 
-HEADS_VERSION = "mtc-heads-v4"  # part of every run key: a change to the heads starts fresh runs (v4: seeded init)
+HEADS_VERSION = "mtc-heads-v5"  # part of every run key: a change to the heads starts fresh runs (v5: per-micro-batch RNG)
 
 
 @dataclass(frozen=True)
