@@ -238,7 +238,7 @@ def test_committed_readme_table_is_the_ledgers():
     assert claims.readme_is_current(), "README claims table differs from claims/ledger_cpu.json: python -m helpers.claims --gather"
 
 
-NOTEBOOKS_WITH_CLAIMS = ("01", "02", "03", "04", "05", "06")
+NOTEBOOKS_WITH_CLAIMS = ("01", "02", "03", "04", "05", "06", "07")
 NOTEBOOK_TABLES = {"06": ("table3",)}  # result tables a notebook's summary cell records next to its claims
 
 
