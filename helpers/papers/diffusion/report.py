@@ -14,9 +14,9 @@ import numpy as np
 
 from ... import metrics
 from ...claims import DEFINITION, MEASUREMENT, Claim, verdict_for_difference
-from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, LR_N, MASK_PREDICT, RANDOM, SEMI_AR, BlockProof, LikelihoodStudy,
-                         accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference, speed_ratios,
-                         steps_row)
+from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, LR_N, MASK_PREDICT, RANDOM, SEMI_AR, TRUTH_ROW, BlockProof,
+                         LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
+                         paired_metric_difference, speed_ratios, steps_row)
 from .settings import DiffusionSettings
 
 PAPER = {
@@ -68,6 +68,23 @@ def describe_masks(identities: dict[str, bool], proof: BlockProof) -> str:
 
 def _ppl(scores, name: str) -> str:
     return f"{scores.values.loc[name, 'PPL']:.1f}"
+
+
+def _versus(scores, first: str, second: str) -> str:
+    """``PPL a vs b`` for a sampler claim, with a note when the row of lower perplexity is also significantly less
+    diverse (paired D-4 interval below 0): a judge's perplexity rewards repetition, so that row's lower perplexity is
+    not plainly better text."""
+    text = f"PPL {_ppl(scores, first)} vs {_ppl(scores, second)}"
+    values = scores.values
+    lower, higher = (first, second) if values.loc[first, "PPL"] < values.loc[second, "PPL"] else (second, first)
+    change, low, high = paired_metric_difference(scores, lower, higher, "D-4")
+    if high >= 0:
+        return text
+    truth = f"; human text: PPL {_ppl(scores, TRUTH_ROW)}" if TRUTH_ROW in values.index else ""
+    return (f"{text}; note: the lower-perplexity row ({lower}) repeats more, D-4 {values.loc[lower, 'D-4']:.1f} vs "
+            f"{values.loc[higher, 'D-4']:.1f} ({change:+.1f} [{low:+.1f}, {high:+.1f}]), LR-{LR_N} "
+            f"{values.loc[lower, f'LR-{LR_N}']:.1f} vs {values.loc[higher, f'LR-{LR_N}']:.1f}: its perplexity partly "
+            f"rewards repetition{truth}")
 
 
 def describe_remasking(scores) -> str:
@@ -201,19 +218,19 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
         _difference("LLaDA", "App. B.3, Table 6", "low-confidence remasking beats random remasking at equal forward "
                     f"passes (T = {settings.steps}, one block)",
                     f"GSM8K {table6['low-confidence']} vs {table6['random']} (8B Base)",
-                    f"PPL {_ppl(scores, LOW_CONFIDENCE)} vs {_ppl(scores, RANDOM)}",
+                    _versus(scores, LOW_CONFIDENCE, RANDOM),
                     log_ppl_difference(scores, LOW_CONFIDENCE, RANDOM), n, method, -1,
                     figure="figures/07_samplers.png", quantity=f"{judge}: low-confidence - random"),
         _difference("LLaDA", "App. B.6, Fig. 5; Table 7", f"fewer steps give worse text (T = {fewest} against "
                     f"T = {settings.steps}, low-confidence)",
                     "accuracy rises as the steps grow to the answer length (GSM8K, HumanEval)",
-                    f"PPL {_ppl(scores, steps_row(fewest))} vs {_ppl(scores, LOW_CONFIDENCE)}",
+                    _versus(scores, steps_row(fewest), LOW_CONFIDENCE),
                     log_ppl_difference(scores, steps_row(fewest), LOW_CONFIDENCE), n, method, 1,
                     figure="figures/07_steps.png", quantity=f"{judge}: T={fewest} - T={settings.steps}"),
         _equivalence("LLaDA", "App. B.3, Table 6", f"for a base model (no SFT), semi-autoregressive blocks (B = "
                      f"{settings.block_length}) make little difference against one block",
                      f"GSM8K {table6['low-confidence + semi-AR']} vs {table6['low-confidence']} (8B Base)",
-                     f"PPL {_ppl(scores, SEMI_AR)} vs {_ppl(scores, LOW_CONFIDENCE)}",
+                     _versus(scores, SEMI_AR, LOW_CONFIDENCE),
                      log_ppl_difference(scores, SEMI_AR, LOW_CONFIDENCE), n, margin, "figures/07_samplers.png",
                      f"{judge}: semi-AR - one block"),
         _confirmed(Claim(**_COMMON, paper="Fast-dLLM", where="Table 1 (+Cache); BD3-LM §3", kind="finding",
@@ -227,7 +244,7 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
         _equivalence("Fast-dLLM", "Table 1 (+Cache)", "the block cache costs little quality (block-causal with the "
                      "exact cache against semi-AR blocks under full attention)",
                      f"GSM8K {fast['LLaDA'][0]} → {fast['+Cache'][0]} (LLaDA-Instruct, length 256)",
-                     f"PPL {_ppl(scores, BLOCK_CAUSAL)} vs {_ppl(scores, SEMI_AR)}",
+                     _versus(scores, BLOCK_CAUSAL, SEMI_AR),
                      log_ppl_difference(scores, BLOCK_CAUSAL, SEMI_AR), n, margin, "figures/07_samplers.png",
                      f"{judge}: block-causal - semi-AR"),
     ]
@@ -235,8 +252,8 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
     rows.append(Claim(**_COMMON, paper="LLaDA", where="§2.4 against OpenLTG §3.1", kind=MEASUREMENT, direction=0,
                       claim=f"notebook 05's mask-predict + LTD against LLaDA low-confidence at the same {settings.steps} "
                             "forward passes (neither paper compares them)",
-                      paper_value="not compared", ours=f"PPL {_ppl(scores, MASK_PREDICT)} vs {_ppl(scores, LOW_CONFIDENCE)} "
-                                                        f"({value:+.3f} nats per token)",
+                      paper_value="not compared", ours=f"{value:+.3f} nats per token; "
+                                                        f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}",
                       low=m_low, high=m_high, method=method, n=n, figure="figures/07_samplers.png",
                       quantity=f"{judge}: mask-predict + LTD - low-confidence"))
     return rows

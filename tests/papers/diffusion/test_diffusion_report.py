@@ -11,14 +11,15 @@ from helpers.papers.openltg import experiment_table6
 SMOKE = settings.SETTINGS["smoke"]
 
 
-def _records(nll: float, tokens: int = 10):
-    return {"bleu1": (1, 2, 2, 2), "rouge_l": 10.0, "lr": 0, "distinct4": 0.5, "nll": nll, "tokens": tokens}
+def _records(nll: float, tokens: int = 10, distinct: float = 0.5):
+    return {"bleu1": (1, 2, 2, 2), "rouge_l": 10.0, "lr": 0, "distinct4": distinct, "nll": nll, "tokens": tokens}
 
 
-def _scores(shifts: dict, n: int = 12):
+def _scores(shifts: dict, n: int = 12, distinct: dict | None = None):
     rows = [*experiment.sampler_rows(SMOKE), experiment.TRUTH_ROW]
     rng = np.random.default_rng(0)
-    per_prompt = {name: [_records(20 + shifts.get(name, 0.0) * 10 + rng.normal(0, 0.1)) for _ in range(n)]
+    per_prompt = {name: [_records(20 + shifts.get(name, 0.0) * 10 + rng.normal(0, 0.1),
+                                  distinct=(distinct or {}).get(name, 0.5) + rng.normal(0, 0.01)) for _ in range(n)]
                   for name in rows}
     return experiment_table6.table6_scores(per_prompt, lr_n=5, resamples=200)
 
@@ -93,3 +94,11 @@ def test_describe_sentences_carry_the_numbers():
     assert "78 → 35" in report.describe_fine_tune(study, accuracy, names)
     table = report.sampler_table(scores, {experiment.LOW_CONFIDENCE: SMOKE.steps})
     assert table.loc[experiment.LOW_CONFIDENCE, "forward passes"] == SMOKE.steps
+
+
+def test_a_lower_perplexity_that_comes_with_repetition_is_noted():
+    scores = _scores({experiment.RANDOM: 0.5}, distinct={experiment.LOW_CONFIDENCE: 0.2})
+    noted = report._versus(scores, experiment.LOW_CONFIDENCE, experiment.RANDOM)
+    assert "repeats more" in noted and "human text" in noted
+    plain = report._versus(_scores({experiment.RANDOM: 0.5}), experiment.LOW_CONFIDENCE, experiment.RANDOM)
+    assert "repeats" not in plain and plain.startswith("PPL ")
