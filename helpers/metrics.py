@@ -295,3 +295,32 @@ def replicate_interval(replicates, level: float = 0.95) -> tuple[float, float]:
     tail = (1 - level) / 2
     low, high = np.quantile(values, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def plateau(records: Sequence[dict], key: str, fraction: float = 0.25) -> tuple[float, float, float, int]:
+    """``(slope, low, high, steps)``: the least-squares slope of ``key`` against the step over the last ``fraction``
+    of training (at least the last two evaluations), its 95% Student-t interval, and the last step. With only two
+    evaluations in that stretch the slope is exact and its interval the slope itself (nothing says it has stopped
+    moving unless it is exactly 0); a curve is flat when the interval holds 0. The budget check of
+    :class:`helpers.claims.Claim` (``plateau=``) reads it."""
+    import numpy as np
+    from scipy import stats
+
+    points = sorted((int(record["step"]), float(record[key])) for record in records
+                    if key in record and record.get(key) is not None)
+    if len(points) < 2:
+        raise ValueError(f"records hold {len(points)} values of {key!r}; a slope needs at least two evaluations")
+    first, last = points[0][0], points[-1][0]
+    window = [point for point in points if point[0] >= last - fraction * (last - first)]
+    window = window if len(window) >= 2 else points[-2:]
+    if len(window) == 2:
+        (step_a, value_a), (step_b, value_b) = window
+        slope = (value_b - value_a) / (step_b - step_a)
+        return slope, slope, slope, last
+    steps = np.array([step for step, _ in window], dtype=float)
+    values = np.array([value for _, value in window])
+    slope, intercept = np.polyfit(steps, values, 1)
+    residuals = values - (slope * steps + intercept)
+    error = math.sqrt(float((residuals ** 2).sum()) / (len(window) - 2) / float(((steps - steps.mean()) ** 2).sum()))
+    half = float(stats.t.ppf(0.975, len(window) - 2)) * error
+    return float(slope), float(slope - half), float(slope + half), last

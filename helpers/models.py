@@ -374,6 +374,17 @@ def _resolve_device(device) -> torch.device:
     return resolved
 
 
+def _process_device(device: torch.device) -> torch.device:
+    """Under ``accelerate launch`` (or torchrun) each process owns the GPU of its local rank: an unnumbered CUDA
+    device becomes ``cuda:<LOCAL_RANK>``, the device accelerate trains that process on. A 4-bit model is then placed
+    whole on it (``device_map={"": that device}``, the rule for quantised models under data parallelism); without
+    this every process would load its copy onto GPU 0."""
+    local_rank = os.environ.get("LOCAL_RANK")
+    if device.type != "cuda" or device.index is not None or local_rank is None:
+        return device
+    return torch.device("cuda", int(local_rank))
+
+
 def _quantization_kwargs(device: torch.device, compute_dtype: torch.dtype) -> dict:
     from transformers import BitsAndBytesConfig
 
@@ -416,7 +427,7 @@ def load_model(
     if load_in_4bit is not None and not isinstance(load_in_4bit, bool):
         raise ValueError(f"load_in_4bit={load_in_4bit!r} must be True, False or None (the profile's choice)")
     want_four_bit = profile.load_in_4bit if load_in_4bit is None else load_in_4bit
-    device = _resolve_device(device) if device is not None else get_device()
+    device = _process_device(_resolve_device(device) if device is not None else get_device())
     torch_dtype = resolve_dtype(profile.dtype if dtype is None else dtype, device)
     seed = whole_number(seed, "seed", 0)
 

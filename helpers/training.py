@@ -1,8 +1,10 @@
 """Training helpers shared by every notebook: LoRA/QLoRA, AdamW, accumulation, checkpoints, metrics.
 
-Built on accelerate, so ``accelerate launch`` runs the same loop on several GPUs. Batches are a pure
-function of ``(seed, step, micro-batch)``, and checkpoints hold the adapter, optimizer, step and RNG
-states, so an interrupted run resumes to exactly the result of an uninterrupted one.
+Built on accelerate, so ``accelerate launch`` runs the same loop in several processes (one per GPU) with the same
+result: batches, and every random draw inside a micro-batch (LoRA dropout), are pure functions of
+``(seed, step, micro-batch)``; the processes share each step's micro-batches and sum their gradients (:func:`train`).
+Checkpoints hold the adapter, optimizer, step and RNG states, so an interrupted run resumes to exactly the result of
+an uninterrupted one, under any number of processes.
 
 MAGNET App. A: LoRA r = 16, α = 32; AdamW β = (0.9, 0.999), ε = 1e-8; lr 3e-5; bf16 (fp16 with a gradient
 scaler on GPUs without native bf16, see ``helpers.device.precision``).
@@ -54,6 +56,9 @@ class LoraSettings:
                              "e.g. ('q_proj', 'v_proj')")
 
 
+RNG_SCHEME = "per-micro-batch"  # torch draws inside a micro-batch come from (seed, step, micro-batch): 1 or N processes
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     steps: int
@@ -68,9 +73,18 @@ class TrainConfig:
     checkpoint_every: int = 0
     seed: int = 0
     gradient_checkpointing: bool = False  # recompute each decoder layer in backward (helpers.memory)
+    # Where the random draws inside a micro-batch's forward and backward (LoRA dropout, teacher forcing) come from:
+    # "per-micro-batch", torch's generator seeded by (seed, step, micro-batch) around each micro-batch
+    # (micro_batch_seed), so N processes draw what one process draws and a resumed run what an uninterrupted one
+    # does. Runs trained with one stream over the whole run drew otherwise: a field of every run key, so they are
+    # never resumed under this rule.
+    rng: str = RNG_SCHEME  # keys that hold no TrainConfig name the scheme themselves
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.rng != "per-micro-batch":
+            raise ValueError(f"rng={self.rng!r}: expected 'per-micro-batch' (torch seeded by (seed, step, micro-batch) "
+                             "around each micro-batch)")
         for name in ("steps", "batch_size", "grad_accum"):
             whole_number(getattr(self, name), name)
         for name in ("eval_every", "checkpoint_every"):
@@ -219,8 +233,9 @@ def _truncate_metrics(run_dir: Path, after_step: int) -> None:
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         return
-    kept = [record for record in read_metrics(run_dir) if record["step"] <= after_step]
-    store.write_text(path, "".join(json.dumps(record) + "\n" for record in kept))
+    text = "".join(json.dumps(record) + "\n" for record in read_metrics(run_dir) if record["step"] <= after_step)
+    if text != path.read_text():  # a finished run's metrics stay untouched, to the byte and the mtime
+        store.write_text(path, text)
 
 
 # --- Settings ---
@@ -234,11 +249,12 @@ def run_settings(config: TrainConfig, settings: dict | None = None) -> dict:
     return store.canonical_settings({"config": config, "run": settings or {}})
 
 
-def check_run_settings(run_dir, settings: dict, resume: bool = True) -> None:
+def check_run_settings(run_dir, settings: dict, resume: bool = True, *, write: bool = True) -> None:
     """Store ``settings`` (from :func:`run_settings`) in ``run_dir``, refusing a resume under other settings.
 
     A run folder holding a checkpoint or metrics resumes only when its stored settings equal ``settings``;
-    otherwise a ValueError names the folder and every differing key (old -> new).
+    otherwise a ValueError names the folder and every differing key (old -> new). ``write=False`` only checks
+    (the processes of a launch other than the main one, which writes).
     """
     run_dir = Path(run_dir)
     stored_path = run_dir / SETTINGS_FILE
@@ -258,7 +274,124 @@ def check_run_settings(run_dir, settings: dict, resume: bool = True) -> None:
             raise ValueError(f"run_dir={str(run_dir)!r} was trained with other settings and cannot be resumed under "
                              f"these ones: " + "; ".join(differences[:12])
                              + (f" (and {len(differences) - 12} more)" if len(differences) > 12 else "") + f". {fix}")
-    store.write_json(stored_path, {"fingerprint": store.fingerprint(settings), "settings": settings}, indent=1)
+    if write:
+        store.write_json(stored_path, {"fingerprint": store.fingerprint(settings), "settings": settings}, indent=1)
+
+
+# --- Processes: `accelerate launch` runs the loop once per process ---
+
+MICRO_BATCH_SALT = 0x6D6963726F  # keeps the micro-batch seeds apart from the batch generators' (objectives.seeded_generator)
+
+
+def launched():
+    """accelerate's ``PartialState`` when this process is one of several (``accelerate launch``, torchrun: WORLD_SIZE
+    above 1), else None (a notebook, a plain ``python -m helpers.train``): who writes, and who waits."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import PartialState
+    from accelerate.utils import parse_flag_from_env
+
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as Accelerator() will, so the two agree
+    if state.num_processes != int(os.environ["WORLD_SIZE"]):
+        raise RuntimeError(f"WORLD_SIZE={os.environ['WORLD_SIZE']} processes were started, but accelerate sees "
+                           f"{state.num_processes} ({state.distributed_type}): each would train and write alone. On "
+                           "CPUs only, set ACCELERATE_USE_CPU=1 for the launch (accelerate then joins them over gloo)")
+    return state
+
+
+def on_main_process(write: Callable[[], None]) -> None:
+    """Call ``write`` in the main process only, the others waiting until it is done (:func:`launched`); outside a
+    launch, just call it. For what a run writes outside :func:`train` (an adapter, a result file)."""
+    launch = launched()
+    if launch is None or launch.is_main_process:
+        write()
+    if launch is not None:
+        launch.wait_for_everyone()
+
+
+def micro_batch_seed(seed: int, step: int, micro: int) -> int:
+    """The seed of torch's generator around micro-batch ``micro`` of step ``step`` (0-based): every draw inside it
+    (LoRA dropout, teacher forcing) is a pure function of these, like the batch itself, whichever process computes
+    it and whether or not the run was interrupted before."""
+    value = MICRO_BATCH_SALT
+    for index, part in enumerate((seed, step, micro)):
+        value = (value * 1_000_003 + whole_number(part, ("seed", "step", "micro")[index], 0)) % (2**63 - 1)
+    return value
+
+
+@contextlib.contextmanager
+def _micro_batch_rng(seed: int, step: int, micro: int, device: torch.device):
+    """torch's generators seeded by :func:`micro_batch_seed` inside the block, and restored after it, so the caller's
+    stream does not depend on how many micro-batches this process computed."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(micro_batch_seed(seed, step, micro))
+        yield
+
+
+def process_micro_batches(grad_accum: int, process_index: int, num_processes: int) -> range:
+    """The micro-batches of each step that process ``process_index`` of ``num_processes`` computes.
+
+    Every step has ``grad_accum`` micro-batches, ``batch_for(step, k)`` for k = 0 .. grad_accum - 1, whatever the
+    number of processes; process p takes k = p, p + N, p + 2N, ..., so N processes share the accumulation
+    (grad_accum / N each when N divides it) and the effective batch stays micro-batch x grad_accum.
+    """
+    return range(process_index, grad_accum, num_processes)
+
+
+def _across_processes(tensors: list[torch.Tensor], operation: str) -> None:
+    """In place, on every process: ``"sum"`` adds each tensor over the processes; ``"broadcast"`` copies the main
+    process's. One collective per dtype, on a flat copy (LoRA's trainable tensors are small)."""
+    import torch.distributed as dist
+
+    groups: dict[torch.dtype, list[torch.Tensor]] = {}
+    for tensor in tensors:
+        groups.setdefault(tensor.dtype, []).append(tensor)
+    for group in groups.values():
+        flat = torch.cat([tensor.reshape(-1) for tensor in group])
+        if operation == "sum":
+            dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        else:
+            dist.broadcast(flat, src=0)
+        offset = 0
+        for tensor in group:
+            tensor.copy_(flat[offset:offset + tensor.numel()].view_as(tensor))
+            offset += tensor.numel()
+
+
+def _sum_gradients(parameters: list, loss: float, device: torch.device) -> float:
+    """Add the processes' gradients and losses of one step: afterwards every process holds the gradient of the
+    whole step (its micro-batches' Σ ∇(loss / grad_accum)) and returns the step's loss (their mean). A parameter
+    no process computed a gradient for keeps ``grad = None``, as in one process."""
+    used = torch.tensor([float(parameter.grad is not None) for parameter in parameters], device=device)
+    for parameter in parameters:
+        if parameter.grad is None:
+            parameter.grad = torch.zeros_like(parameter)
+    total = torch.tensor([loss], dtype=torch.float64, device=device)
+    _across_processes([parameter.grad for parameter in parameters] + [used, total], "sum")
+    for parameter, count in zip(parameters, used.tolist()):
+        if count == 0:
+            parameter.grad = None
+    return float(total.item())
+
+
+def _one_at_a_time(accelerator, run_dir: Path) -> contextlib.ExitStack:
+    """The main process holds ``run_dir``'s lock (:func:`store.exclusive`) for the whole run; when another process
+    (a notebook, a second command) holds it, every process of this launch refuses with its words."""
+    stack = contextlib.ExitStack()
+    refusal = None
+    if accelerator.is_main_process:
+        try:
+            stack.enter_context(store.exclusive(run_dir, "training run"))
+        except store.InUseError as error:
+            refusal = str(error)
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        refusal = broadcast_object_list([refusal])[0]
+    if refusal is not None:
+        stack.close()
+        raise store.InUseError(refusal)
+    return stack
 
 
 # --- The loop ---
@@ -282,72 +415,129 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
 
     While it trains, the run folder is locked (:func:`helpers.store.exclusive`): a second process (another notebook
     tab, another kernel) that starts the same run refuses at once, naming the holder, so metrics hold each step once.
-    """
-    from accelerate import PartialState
 
-    run_dir = Path(run_dir)
-    with contextlib.ExitStack() as held:
-        if PartialState().is_main_process:  # one writer per run folder; a second notebook or process refuses by name
-            held.enter_context(store.exclusive(run_dir, "training run"))
-        return _train(model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run_dir, evaluate=evaluate,
-                      resume=resume, stop_after=stop_after, progress=progress, settings=settings, lr_lambda=lr_lambda)
+    A finished run (its checkpoint at ``config.steps``) trains no more: the call loads the final adapter and returns
+    the stored records, leaving the metrics file as it was.
+
+    Under ``accelerate launch`` with N processes, each step's ``grad_accum`` micro-batches are shared out
+    (:func:`process_micro_batches`), each process runs its own under :func:`micro_batch_seed`, and one all-reduce adds
+    the gradients and losses (:func:`_sum_gradients`; no DDP wrapper: the adapter's gradients are small, and a process
+    may hold fewer micro-batches than another). Every process then takes the same optimizer step, so the run is the
+    one-process run up to the order of floating-point sums, under the same run key. Only the main process writes
+    (settings.json, metrics, checkpoints) and evaluates; the others wait for it at the next collective.
+    """
+    return _train(model, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=Path(run_dir), evaluate=evaluate,
+                  resume=resume, stop_after=stop_after, progress=progress, settings=settings, lr_lambda=lr_lambda)
 
 
 def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, evaluate, resume: bool,
            stop_after: int | None, progress: bool, settings: dict | None, lr_lambda) -> list[dict]:
-    """:func:`train`'s loop, run while the run folder's lock is held."""
+    """:func:`train`'s loop; the main process holds the run folder's lock throughout (:func:`_one_at_a_time`)."""
     from accelerate import Accelerator
 
     run_dir.mkdir(parents=True, exist_ok=True)
     if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
-    check_run_settings(run_dir, run_settings(config, settings), resume)
+    launched()  # refuses a launch whose processes accelerate would not join
     accelerator = Accelerator(mixed_precision=precision(model_device(model)).mixed_precision)
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    if not parameters:
-        raise ValueError("model has no trainable parameters; wrap it with add_lora() first")
-    optimizer = torch.optim.AdamW(parameters, lr=config.lr, betas=config.betas, eps=config.eps,
-                                  weight_decay=config.weight_decay)
-    torch.manual_seed(config.seed)
-    start = load_checkpoint(run_dir, model, optimizer) if resume else 0
-    if not resume:
-        shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
-        (run_dir / METRICS_FILE).unlink(missing_ok=True)
-    _truncate_metrics(run_dir, start)
+    main = accelerator.is_main_process
+    with _one_at_a_time(accelerator, run_dir):
+        check_run_settings(run_dir, run_settings(config, settings), resume, write=main)
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        if not parameters:
+            raise ValueError("model has no trainable parameters; wrap it with add_lora() first")
+        optimizer = torch.optim.AdamW(parameters, lr=config.lr, betas=config.betas, eps=config.eps,
+                                      weight_decay=config.weight_decay)
+        torch.manual_seed(config.seed)
+        if main and not resume:
+            shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
+            (run_dir / METRICS_FILE).unlink(missing_ok=True)
+        start = load_checkpoint(run_dir, model, optimizer) if resume else 0
+        _check_same_start(accelerator, run_dir, start)
+        if main:
+            _truncate_metrics(run_dir, start)
+        model, optimizer = _prepare(accelerator, model, optimizer, parameters, config)
+        micros = process_micro_batches(config.grad_accum, accelerator.process_index, accelerator.num_processes)
+        if main and start == 0 and evaluate is not None:
+            _evaluate(model, evaluate, run_dir, 0)
+        last = config.steps if stop_after is None else min(stop_after, config.steps)
+        if main and progress and start >= last:
+            print(f"{run_dir.name}: step {start} of {config.steps} reached earlier; 0 new steps")
+        bar = tqdm(range(start, last), desc=f"training {run_dir.name}", disable=not progress or not main,
+                   initial=start, total=config.steps)
+        for step in bar:
+            total = _step(accelerator, model, optimizer, parameters, step, micros, batch_for=batch_for, loss_fn=loss_fn,
+                          config=config, lr_lambda=lr_lambda)
+            done = step + 1
+            bar.set_postfix(loss=f"{total:.3f}")
+            if not main:
+                continue
+            log_metrics(run_dir, {"step": done, "loss": total})
+            if evaluate is not None and (done == config.steps or (config.eval_every and done % config.eval_every == 0)):
+                _evaluate(model, evaluate, run_dir, done)
+            if done == last or (config.checkpoint_every and done % config.checkpoint_every == 0):
+                save_checkpoint(run_dir, accelerator.unwrap_model(model), optimizer, done)
+        accelerator.wait_for_everyone()  # the main process's last records and checkpoint are on disk
+    model.eval()
+    return read_metrics(run_dir)
+
+
+def _check_same_start(accelerator, run_dir: Path, start: int) -> None:
+    """Every process of a launch must resume from the same checkpoint (the main process's): on several machines the
+    run folder must be on a file system they all see."""
+    if accelerator.num_processes == 1:
+        return
+    from accelerate.utils import gather_object
+
+    starts = gather_object([start])
+    if len(set(starts)) > 1:
+        raise RuntimeError(f"the processes found different checkpoints in {run_dir} (steps {starts}, by process): "
+                           "put WORKBOOK_ROOT on a file system every machine of the launch sees")
+
+
+def _prepare(accelerator, model, optimizer, parameters: list, config: TrainConfig):
+    """The model and optimizer as accelerate places them, in training mode, one adapter in every process.
+
+    ``evaluation_mode``: the device and mixed precision of one process, without DDP's wrapper (the processes add
+    their gradients in :func:`_sum_gradients`).
+    """
     if config.gradient_checkpointing:
         enable_gradient_checkpointing(model)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    model = accelerator.prepare_model(model, evaluation_mode=True)
+    optimizer = accelerator.prepare_optimizer(optimizer)
+    if accelerator.num_processes > 1:
+        _across_processes([p.data for p in parameters], "broadcast")  # the main process's adapter, whatever happened
+        if accelerator.is_main_process and config.grad_accum % accelerator.num_processes:
+            warnings.warn(f"grad_accum={config.grad_accum} micro-batches per step over {accelerator.num_processes} "
+                          f"processes: some compute fewer (or none) and wait; the result is the same, but a grad_accum "
+                          f"that is a multiple of the number of processes keeps them all busy (--micro-batch)",
+                          stacklevel=3)
     model.train()
+    return model, optimizer
 
-    if start == 0 and evaluate is not None:
-        _evaluate(model, evaluate, run_dir, 0)
-    last = config.steps if stop_after is None else min(stop_after, config.steps)
-    bar = tqdm(range(start, last), desc=f"training {run_dir.name}", disable=not progress or not accelerator.is_main_process,
-               initial=start, total=config.steps)
-    for step in bar:
-        total = 0.0
-        for micro in range(config.grad_accum):
-            batch = batch_for(step, micro * accelerator.num_processes + accelerator.process_index)
+
+def _step(accelerator, model, optimizer, parameters: list, step: int, micros: range, *, batch_for: Callable,
+          loss_fn: Callable, config: TrainConfig, lr_lambda: Callable | None) -> float:
+    """One optimizer step over this process's ``micros`` (all of them in one process); returns the step's loss, the
+    mean over every micro-batch of every process."""
+    total = 0.0
+    for micro in micros:
+        batch = batch_for(step, micro)
+        with _micro_batch_rng(config.seed, step, micro, accelerator.device):
             with accelerator.autocast():
                 loss = loss_fn(model, batch)["loss"] / config.grad_accum
             accelerator.backward(loss)
-            total += float(loss.detach())
-        if config.max_grad_norm:
-            accelerator.clip_grad_norm_(parameters, config.max_grad_norm)
-        if lr_lambda is not None:
-            for group in optimizer.param_groups:
-                group["lr"] = config.lr * float(lr_lambda(step))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        done = step + 1
-        log_metrics(run_dir, {"step": done, "loss": total})
-        bar.set_postfix(loss=f"{total:.3f}")
-        if evaluate is not None and (done == config.steps or (config.eval_every and done % config.eval_every == 0)):
-            _evaluate(model, evaluate, run_dir, done)
-        if done == last and done < config.steps or (config.checkpoint_every and done % config.checkpoint_every == 0):
-            save_checkpoint(run_dir, accelerator.unwrap_model(model), optimizer, done)
-    model.eval()
-    return read_metrics(run_dir)
+        total += float(loss.detach())
+    if accelerator.num_processes > 1:
+        total = _sum_gradients(parameters, total, accelerator.device)
+    if config.max_grad_norm:
+        accelerator.clip_grad_norm_(parameters, config.max_grad_norm)
+    if lr_lambda is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr * float(lr_lambda(step))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total
 
 
 def linear_decay(steps: int) -> Callable[[int], float]:
@@ -371,11 +561,16 @@ ADAPTER_FILES = ("adapter_config.json", ADAPTER_METADATA)
 def save_adapter(model, path, metadata: dict | None = None) -> Path:
     """Save a peft adapter (small) with its config, plus ``metadata`` (the settings it was trained with, e.g. the
     mask token) in workbook.json. The folder is replaced whole (``store.replace_dir``): weights and metadata are
-    never out of step, and a crash leaves the previous adapter."""
+    never out of step, and a crash leaves the previous adapter. Under ``accelerate launch`` the main process writes
+    it and the others wait (:func:`on_main_process`)."""
     path = Path(path)
-    with store.replace_dir(path) as scratch:
-        model.save_pretrained(scratch)
-        store.write_json(scratch / ADAPTER_METADATA, store.canonical_settings(metadata or {}), indent=1)
+
+    def write():
+        with store.replace_dir(path) as scratch:
+            model.save_pretrained(scratch)
+            store.write_json(scratch / ADAPTER_METADATA, store.canonical_settings(metadata or {}), indent=1)
+
+    on_main_process(write)  # under accelerate launch every process holds the same adapter: one writes it
     return path
 
 
@@ -488,6 +683,27 @@ def mlm_train_config(profile, recipe: MaskedLMRecipe | None = None, *, fallback:
     return TrainConfig(steps=recipe.steps, batch_size=recipe.batch_size, grad_accum=recipe.grad_accum, lr=recipe.lr,
                        eval_every=recipe.eval_every, checkpoint_every=recipe.checkpoint_every, seed=profile.seed,
                        gradient_checkpointing=profile.gradient_checkpointing)
+
+
+def split_step(settings, micro_batch: int | None):
+    """``settings`` (a notebook's training settings: ``batch_size`` rows x ``grad_accum`` micro-batches per step) with
+    each step's rows split into micro-batches of ``micro_batch`` rows (None: unchanged).
+
+    The rows per step stay the same; the accumulation grows, so that N processes have micro-batches to share
+    (:func:`process_micro_batches`). The loss is a mean per micro-batch and each micro-batch draws its own dropout,
+    so this is another run, and the micro-batch is part of its key (as when ``memory.fit_training`` shrinks it to fit
+    a GPU): a notebook finds such a run only under the same micro-batch.
+    """
+    from . import memory
+
+    if micro_batch is None:
+        return settings
+    recipe = getattr(settings, "training", settings)  # sequence repetition nests its batch sizes
+    rows = recipe.batch_size * recipe.grad_accum
+    if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1 or rows % micro_batch:
+        raise ValueError(f"micro_batch={micro_batch!r} must be a whole number that divides the {rows} rows of each "
+                         f"step ({recipe.batch_size} x {recipe.grad_accum})")
+    return memory.with_micro_batch(settings, micro_batch, rows // micro_batch)
 
 
 def lora_settings(profile) -> LoraSettings:

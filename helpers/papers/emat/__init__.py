@@ -18,7 +18,7 @@ from .experiment_data import (MASK_MARKER, MTC_SPLITS, UNSEEN, EncodedSplit, Mas
                               build_vocabulary, cached_features, choose_unseen_phrases, clean_sentence,
                               encode_examples, encode_splits, extract_phrase_spans, load_dataset, masked_examples,
                               phrase_counts, phrase_spans, phrase_token_count, split_at_mask, vocabulary_token_counts)
-from .experiment_training import (HeadRunKey, head_run, length_accuracy, length_hits, max_generation_steps, plateau,
+from .experiment_training import (HeadRunKey, head_run, length_accuracy, length_hits, max_generation_steps,
                                   train_emat, train_gru, train_length_classifier)
 from .mechanism import (KS, ExtendedMatrixDecoder, GRUDecoder, LengthClassifier, accuracy, build_emat, build_gru,
                         emat_labels, first_distinct_completions, is_completion, length_class, naive_complete,
@@ -48,7 +48,7 @@ __all__ = [
     "phrase_token_count", "split_at_mask", "vocabulary_token_counts",
     # training
     "HeadRunKey", "head_run", "max_generation_steps", "train_emat", "train_gru", "train_length_classifier",
-    "length_accuracy", "length_hits", "plateau",
+    "length_accuracy", "length_hits",
     # evaluation
     "FEATURE_METHODS", "LATENCY_LABELS", "LENGTH_GROUPS", "METHOD_LABELS", "METHODS", "PAPER_SIZED",
     "ClosedVocabularyMLM", "Completer", "LabelPrior", "accuracy_intervals", "build_completer", "evaluate_methods",

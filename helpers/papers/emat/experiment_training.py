@@ -25,7 +25,7 @@ from .mechanism import (ExtendedMatrixDecoder, GRUDecoder, LengthClassifier, acc
                         emat_labels, gru_targets, language_model_targets, length_class, start_id)
 from .settings import HeadTraining
 
-HEADS_VERSION = "mtc-heads-v4"  # part of every run key: a change to the heads starts fresh runs (v4: seeded init)
+HEADS_VERSION = "mtc-heads-v5"  # part of every run key: a change to the heads starts fresh runs (v5: per-micro-batch RNG)
 
 
 @dataclass(frozen=True)
@@ -205,31 +205,3 @@ def length_accuracy(classifier: LengthClassifier, encoded: EncodedSplit, feature
     hits = length_hits(classifier, encoded, features)
     return sum(hits) / len(hits)
 
-
-# TODO(claims-A's helpers.metrics.plateau): this is a local copy with the same signature, kept until that shared
-# function is merged; then delete it and call metrics.plateau.
-def plateau(records: Sequence[dict], key: str, fraction: float = 0.25) -> tuple[float, float, float, int]:
-    """``(slope, low, high, steps)``: the least-squares slope of ``key`` against the step over the last ``fraction``
-    of training (at least the last two evaluations), its 95% Student-t interval, and the last step. With only two
-    evaluations in that stretch the slope is exact and its interval the slope itself (nothing says it has stopped
-    moving unless it is exactly 0); a curve is flat when the interval holds 0."""
-    from scipy import stats
-
-    points = sorted((int(record["step"]), float(record[key])) for record in records
-                    if key in record and record.get(key) is not None)
-    if len(points) < 2:
-        raise ValueError(f"records hold {len(points)} values of {key!r}; a slope needs at least two evaluations")
-    first, last = points[0][0], points[-1][0]
-    window = [point for point in points if point[0] >= last - fraction * (last - first)]
-    window = window if len(window) >= 2 else points[-2:]
-    if len(window) == 2:
-        (step_a, value_a), (step_b, value_b) = window
-        slope = (value_b - value_a) / (step_b - step_a)
-        return slope, slope, slope, last
-    steps = np.array([step for step, _ in window], dtype=float)
-    values = np.array([value for _, value in window])
-    slope, intercept = np.polyfit(steps, values, 1)
-    residuals = values - (slope * steps + intercept)
-    error = math.sqrt(float((residuals ** 2).sum()) / (len(window) - 2) / float(((steps - steps.mean()) ** 2).sum()))
-    half = float(stats.t.ppf(0.975, len(window) - 2)) * error
-    return float(slope), float(slope - half), float(slope + half), last

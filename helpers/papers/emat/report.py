@@ -11,7 +11,7 @@ from .experiment import (COVERAGE_TOKENS, LENGTH_GROUPS, METHOD_LABELS, METHODS,
                          latency_ratio,
                          paired_difference, training_label_share)
 from .experiment_data import UNSEEN
-from .experiment_training import plateau
+from ...metrics import plateau
 from .mechanism import KS
 
 # ---------------------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def _points(value: float) -> str:
 
 def curve_stopped_rising(records: Sequence[dict], key: str) -> bool:
     """Whether a head's held-out curve ``key`` was shown to stop rising over the last quarter of its training (the
-    slope's 95% interval reaches 0 or below, :func:`.experiment_training.plateau`); False with fewer than two
+    slope's 95% interval reaches 0 or below, :func:`helpers.metrics.plateau`); False with fewer than two
     evaluations, where nothing shows it."""
     found = _plateau(records, key)
     return found is not None and found[1] <= 0

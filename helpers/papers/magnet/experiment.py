@@ -67,6 +67,7 @@ class MagnetRunKey:
     lora: T.LoraSettings
     mask_token: str = MASK_TOKEN
     mntp_adapter: dict | None = None
+    rng: str = T.RNG_SCHEME  # how the loop draws dropout: another scheme trains another run
 
 
 def run_key(profile, settings: MagnetSettings, *, mntp_adapter: dict | None = None) -> MagnetRunKey:

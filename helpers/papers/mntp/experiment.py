@@ -70,11 +70,13 @@ class Comparison:
 
 
 def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *, recipe: training.MaskedLMRecipe,
-                  mask_token: str = "underscore", resume: bool = True):
+                  mask_token: str = "underscore", resume: bool = True, stop_after: int | None = None,
+                  progress: bool = True):
     """Train ``objective`` ("mntp" or "mtp") with LoRA on a fresh copy of the profile's base model.
 
-    Returns ``(peft_model, records, key)``; the run folder ``runs/02_<objective>_<profile>_<fingerprint>`` is keyed
-    by every setting (mask token and micro-batch included), so another setting trains afresh.
+    Returns ``(peft_model, records, key)``; the run folder ``runs/02_<objective>_<profile>_<fingerprint>``
+    (:func:`run_folder`) is keyed by every setting (mask token, micro-batch and seed included), so another setting
+    trains afresh. ``stop_after``: stop after that step, as an interruption would (``training.train``).
     """
     config, lora = training.mlm_train_config(profile, recipe), training.lora_settings(profile)
     key = training.masked_lm_run_key(profile, objective, mask_token, config, lora, recipe=recipe)
@@ -86,9 +88,39 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
     adapter, records = training.masked_lm_experiment(
         base, tokenizer, objective=objective, train_blocks=mlm_data.train_blocks,
         eval_batches=mlm_data.eval_batches[objective], config=config,
-        run_dir=store.run_dir_for(f"02_{objective}_{profile.name}", key), mask_id=mlm_data.mask_id, lora=lora,
-        four_bit=training.four_bit_requested(profile), resume=resume)
+        run_dir=run_folder(profile, objective, key), mask_id=mlm_data.mask_id, lora=lora,
+        four_bit=training.four_bit_requested(profile), resume=resume, stop_after=stop_after, progress=progress)
     return adapter, records, key
+
+
+def run_folder(profile, objective: str, key: dict) -> Path:
+    """Where :func:`run_objective` trains ``objective`` under ``key`` (``training.masked_lm_run_key``)."""
+    return store.run_dir_for(f"02_{objective}_{profile.name}", key)
+
+
+def train_command(profile, seed: int | None, *, objective: str, mask_token: str = "underscore",
+                  micro_batch: int | None = None, stop_after: int | None = None, progress: bool = True) -> list[Path]:
+    """Notebook 02's ``objective`` run as a command (``python -m helpers.train mntp|mtp``, under ``accelerate launch``
+    too): the notebook's own calls in its order (sections 2 and 4: :func:`load_data` on the profile's recipe,
+    ``memory.fit_training``, :func:`run_objective`), so the run folder is the notebook's and the notebook afterwards
+    finds the run finished and only evaluates. A finished MNTP run's adapter is saved where notebooks 03, 05 and 06
+    look (:func:`save_mntp_adapter`). ``seed``: the run's seed (``profile.seed`` when None), part of its key;
+    ``micro_batch``: split each step's rows into micro-batches of this many (``training.split_step``).
+    Returns the run folder.
+    """
+    from ... import memory
+
+    if seed is not None:
+        profile = profile.replace(seed=seed)
+    tokenizer = models.load_tokenizer(profile.model_name)
+    recipe = training.masked_lm_recipe(profile)
+    mlm_data = load_data(tokenizer, profile, recipe, mask_token=mask_token)
+    fitted = training.split_step(memory.fit_training("02", profile, recipe), micro_batch)
+    adapter, records, key = run_objective(profile, tokenizer, mlm_data, objective, recipe=fitted, mask_token=mask_token,
+                                          stop_after=stop_after, progress=progress)
+    if objective == "mntp" and max(record["step"] for record in records) == fitted.steps:
+        save_mntp_adapter(adapter, profile, key, mlm_data.mask_id)
+    return [run_folder(profile, objective, key)]
 
 
 def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: training.MaskedLMRecipe,

@@ -112,6 +112,7 @@ class TaggerRunKey:
     seed: int
     model: str
     data: str  # TaggingData.fingerprint()
+    rng: str = training.RNG_SCHEME  # how the loop draws dropout: another scheme trains another tagger
 
 
 def tagger_run(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import metrics
 from helpers.papers.emat import experiment_training, settings
 
 SETTINGS = settings.SETTINGS["smoke"]
@@ -54,24 +55,24 @@ def _curve(values, every=10, key="dev a@1"):
 
 
 def test_plateau_is_the_last_quarters_slope_with_its_interval():
-    rising = experiment_training.plateau(_curve([0.01 * i + 0.001 * (-1) ** i for i in range(21)]), "dev a@1")
+    rising = metrics.plateau(_curve([0.01 * i + 0.001 * (-1) ** i for i in range(21)]), "dev a@1")
     slope, low, high, steps = rising
     assert steps == 200 and slope == pytest.approx(0.001, rel=0.2) and low > 0  # still rising: the interval is above 0
-    flat = experiment_training.plateau(_curve([0.3 + 0.01 * i for i in range(12)] + [0.42 + 0.002 * (-1) ** i for i in range(9)]),
+    flat = metrics.plateau(_curve([0.3 + 0.01 * i for i in range(12)] + [0.42 + 0.002 * (-1) ** i for i in range(9)]),
                                        "dev a@1")
     assert flat[1] <= 0 <= flat[2] and flat[3] == 200  # the last quarter (steps 150-200) is flat
-    fitted = experiment_training.plateau(_curve([0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 7.5, 9.0]), "dev a@1", fraction=0.5)
+    fitted = metrics.plateau(_curve([0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 7.5, 9.0]), "dev a@1", fraction=0.5)
     assert fitted[0] == pytest.approx(0.15) and fitted[1] == pytest.approx(0.15)  # four collinear points: no spread
 
 
 def test_plateau_with_two_evaluations_in_reach_is_exact_and_refuses_fewer():
     """The cpu profile's GRU: dev a@1 0 -> 5.3 -> 7.4% over two epochs; the last quarter holds only the last
     evaluation, so the last two count, and a rising pair is never flat."""
-    slope, low, high, steps = experiment_training.plateau(_curve([0.0, 0.053, 0.074], every=50), "dev a@1")
+    slope, low, high, steps = metrics.plateau(_curve([0.0, 0.053, 0.074], every=50), "dev a@1")
     assert (low, high, steps) == (slope, slope, 100) and slope == pytest.approx(0.021 / 50)
-    assert experiment_training.plateau(_curve([0.2, 0.2], every=50), "dev a@1")[1:3] == (0.0, 0.0)
+    assert metrics.plateau(_curve([0.2, 0.2], every=50), "dev a@1")[1:3] == (0.0, 0.0)
     with pytest.raises(ValueError, match="1 values of 'dev a@1'"):
-        experiment_training.plateau(_curve([0.2]), "dev a@1")
+        metrics.plateau(_curve([0.2]), "dev a@1")
 
 
 def test_length_hits_mark_each_sentence_whose_class_the_probe_gets_right(tiny_mlm):

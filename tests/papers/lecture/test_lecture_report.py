@@ -16,10 +16,11 @@ def test_the_literal_magnet_reading_matches_the_mask_on_random_spans():
         assert torch.equal(report._brute_force_magnet(spans, length), M.dense(M.magnet(spans), length)), spans
 
 
-def test_the_notebook_claims_are_exact_and_reproduced():
+def test_the_notebook_claims_are_definition_checks_that_hold():
     rows = report.claims(proof_matches=True, proof_layers=4, trials=20)
     assert [row.paper for row in rows] == ["001", "000", "003", "000"]
-    assert all(row.notebook == "01" and row.method == "exact" and row.verdict == "reproduced" for row in rows)
+    assert all(row.notebook == "01" and row.method == "exact" and row.kind == "definition check"
+               and row.verdict == "holds" for row in rows)
     assert rows[0].ours == "16 vs 10" and "0 mismatches" in rows[1].ours
     assert rows[2].ours.startswith("0.33, 0.50, 0.67, 0.80")  # (k-1)/(k+1) at r = 1, 2, 4, 8
-    assert report.claims(proof_matches=False, proof_layers=4, trials=1)[3].verdict == "inconclusive"
+    assert report.claims(proof_matches=False, proof_layers=4, trials=1)[3].verdict == "fails"

@@ -36,14 +36,47 @@ def _generations():
 def test_claims_quote_the_papers_numbers_from_one_place():
     rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
                          rows=P.claim_rows(middle=1))
-    assert len(rows) == 19 and all(row.notebook == "03" and row.paper == "000" for row in rows)
+    assert len(rows) == 24 and all(row.notebook == "03" and row.paper == "000" for row in rows)
     quoted = [row.paper_value for row in rows]
     assert quoted[:3] == ["+4.41", "+1.72", "+1.81"]  # Table 1, MAGNET - base
-    assert quoted[7] == "96.59"  # Table 1's base NER, a token accuracy
-    assert quoted[9] == "+0.381" and quoted[11] == "+0.355"  # Table 4, log(base / MAGNET) per dataset
-    assert quoted[12:16] == ["+0.415 (5-word prefixes)", "+0.270 (5-word prefixes)", "+0.199 (5-word prefixes)",
-                             "+0.189 (5-word prefixes)"]  # Table 5: LLM2Vec-style - base, LLM2Vec-style - MAGNET
-    assert quoted[16:] == ["+0.07", "+0.09", "+0.20"]  # Table 6, MNTP + MSG - MNTP
+    assert quoted[3:6] == ["+1.03", "+1.15", "+0.73"]  # Table 1's central claim: MAGNET - LLM2Vec-style [MNTP]
+    assert quoted[10] == "96.59"  # Table 1's base NER, a token accuracy
+    assert quoted[12] == "+0.381" and quoted[14] == "+0.355"  # Table 4, log(base / MAGNET) per dataset
+    # Table 5, each prefix set with its own paper row: LLM2Vec-style - base, then MAGNET's raise as a share of it
+    # (no share for Rep-Sen here: the synthetic LLM2Vec-style texts raise no Rep-Sen, so there is nothing to divide)
+    assert quoted[15:18] == ["+0.415 (5-word prefixes)", "0.35 (5-word prefixes)", "+0.199 (5-word prefixes)"]
+    assert quoted[18] == "+0.508 (sentence prefixes)"
+    assert quoted[21:] == ["+0.07", "+0.09", "+0.20"]  # Table 6, MNTP + MSG - MNTP
+
+
+def test_verdicts_follow_the_one_rule_for_each_kind_of_row():
+    rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                         rows=P.claim_rows(middle=1))
+    by_where = {}
+    for row in rows:
+        by_where.setdefault(row.where, []).append(row)
+    assert all(row.kind == "measurement" and row.verdict == "inconclusive" for row in by_where["Table 6"])
+    assert by_where["§3.2.2 (i-1 readout)"][0].kind == "measurement"
+    assert by_where["Table 1 (metric)"][0].kind == "measurement"  # the paper's value inside ours is no reproduction
+    table1 = by_where["Table 1"]
+    assert all(row.trained and not row.plateau for row in table1)  # no plateau given: cannot read "not reproduced"
+    assert all(row.verdict != "not reproduced" for row in table1)
+    infill = by_where["Table 4"]
+    assert all(row.direction == 1 and row.trained for row in infill)
+    assert all(row.verdict == ("reproduced" if row.low > 0 else "inconclusive") for row in infill)
+    shares = [row for row in by_where["Table 5, Fig. 6"] if "share" in row.quantity or "/" in row.quantity]
+    assert shares and all(row.direction == -1 and row.threshold == report.MUCH_LESS for row in shares)
+
+
+def test_much_less_is_the_ratio_of_raises_with_its_interval():
+    from helpers.papers.magnet import experiment_table5 as T5
+
+    value, low, high = T5.degeneration_raise_ratio(_generations(), "MAGNET", "LLM2Vec-style", "base", "rep_4",
+                                                   sets=["5-word prefixes"])
+    assert value == pytest.approx(0.5)  # MAGNET loops on one prefix of two, LLM2Vec-style on both
+    assert 0.0 <= low <= value <= high <= 1.0
+    with pytest.raises(ValueError, match="does not raise"):
+        T5.degeneration_raise_ratio(_generations(), "MAGNET", "base", "base", "rep_4")
 
 
 def test_table_paper_lookups_read_paper():
