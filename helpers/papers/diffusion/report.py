@@ -1,6 +1,6 @@
 """Notebook 07's report: the papers' numbers (once), the sampler table, the sentences the notebook prints and its
-claims (:func:`claims`, rows of :mod:`helpers.claims`: each verdict is computed from its row by ``claims.verdict_of``
-and confirmed equal to ``claims.verdict_for_difference`` of its interval).
+claims (:func:`claims`, rows of :mod:`helpers.claims`: each verdict is computed from its row, its interval,
+direction, threshold or margin, by the one rule ``claims.verdict_of``).
 
 Sources, checked against the papers' text: LLaDA (arXiv 2502.09992 v2: Eq. 3, Eq. 6, Algorithm 5, App. B.3 Table 6,
 B.4 Table 7, B.6); MDLM (arXiv 2406.07524: §5.1's C4 bounds and Table 4's GLUE average); BD3-LM (arXiv 2503.09573:
@@ -13,7 +13,7 @@ from dataclasses import asdict
 import numpy as np
 
 from ... import metrics
-from ...claims import DEFINITION, MEASUREMENT, Claim, verdict_for_difference
+from ...claims import DEFINITION, MEASUREMENT, Claim
 from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, LR_N, MASK_PREDICT, RANDOM, SEMI_AR, TRUTH_ROW, BlockProof,
                          LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
                          paired_metric_difference, speed_ratios, steps_row)
@@ -142,41 +142,21 @@ def describe_fine_tune(study: LikelihoodStudy, accuracy: dict, names: tuple[str,
 
 # --------------------------------------------------------------------------- the claims
 
-def _equivalence_verdict(low: float, high: float, margin: float, check: str) -> str:
-    """A "makes little difference" claim from two one-sided ``verdict_for_difference`` calls: the effect lies above
-    ``-margin`` and below ``+margin``."""
-    above = verdict_for_difference(low + margin, high + margin, paper_sign=1, check=check)
-    below = verdict_for_difference(low - margin, high - margin, paper_sign=-1, check=check)
-    if above == below == "reproduced":
-        return "reproduced"
-    return "not reproduced" if "not reproduced" in (above, below) else "inconclusive"
-
-
-def _confirmed(row: Claim, expected: str) -> Claim:
-    """The row, once its verdict (computed by ``helpers.claims.verdict_of`` from its interval) is the one
-    ``verdict_for_difference`` gives that interval: the two rules must agree on every row of this notebook."""
-    if row.verdict != expected:
-        raise ValueError(f"{row.where}: verdict_of gives {row.verdict!r} but verdict_for_difference {expected!r} for "
-                         f"[{row.low}, {row.high}]; the row's direction, threshold or check is inconsistent")
-    return row
-
-
 def _difference(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, method: str, sign: int,
                 *, check: str = SAMPLER_CHECK, figure: str = "", quantity: str = "", **extra) -> Claim:
     _, low, high = found
-    row = Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low, high=high,
-                method=method, n=n, direction=sign, check=check, figure=figure, quantity=quantity, **extra)
-    return _confirmed(row, verdict_for_difference(low, high, paper_sign=sign, check=check))
+    return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
+                 high=high, method=method, n=n, direction=sign, check=check, figure=figure, quantity=quantity, **extra)
 
 
 def _equivalence(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, margin: float,
                  figure: str, quantity: str) -> Claim:
     _, low, high = found
-    row = Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low, high=high,
-                method=f"paired bootstrap over {n} prompts", n=n, margin=margin, check=SAMPLER_CHECK,
-                margin_source=f"ours: ±{margin:g} nats per token of the judge (about ±{100 * (np.exp(margin) - 1):.0f} % "
-                              "perplexity), fixed before the run", figure=figure, quantity=quantity)
-    return _confirmed(row, _equivalence_verdict(low, high, margin, SAMPLER_CHECK))
+    return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
+                 high=high, method=f"paired bootstrap over {n} prompts", n=n, margin=margin, check=SAMPLER_CHECK,
+                 margin_source=f"ours: ±{margin:g} nats per token of the judge (about "
+                               f"±{100 * (np.exp(margin) - 1):.0f} % perplexity), fixed before the run", figure=figure,
+                 quantity=quantity)
 
 
 def definition_claims(identities: dict[str, bool], proof: BlockProof, cache_exact: bool, mask_predict_equal: bool) -> list:
@@ -233,14 +213,13 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
                      _versus(scores, SEMI_AR, LOW_CONFIDENCE),
                      log_ppl_difference(scores, SEMI_AR, LOW_CONFIDENCE), n, margin, "figures/07_samplers.png",
                      f"{judge}: semi-AR - one block"),
-        _confirmed(Claim(**_COMMON, paper="Fast-dLLM", where="Table 1 (+Cache); BD3-LM §3", kind="finding",
+        Claim(**_COMMON, paper="Fast-dLLM", where="Table 1 (+Cache); BD3-LM §3", kind="finding",
                          claim="a block KV cache speeds up decoding (block-causal with the exact cache against semi-AR "
                                f"blocks under full attention, same T and B, batch 1, N = {settings.target_length})",
                          paper_value=f"{fast['+Cache'][2]}× ({fast['LLaDA'][1]} → {fast['+Cache'][1]} tokens/s, A100)",
                          ours=f"{speed:.2f}× on {device}", low=low, high=high, n=len(ratios),
                          method=f"t over {len(ratios)} timing seeds", direction=1, threshold=1.0, n_seeds=len(ratios),
                          seed_values=tuple(ratios), check=SAMPLER_CHECK, quantity="semi-AR time / block-causal time"),
-                   verdict_for_difference(low - 1.0, high - 1.0, check=SAMPLER_CHECK)),
         _equivalence("Fast-dLLM", "Table 1 (+Cache)", "the block cache costs little quality (block-causal with the "
                      "exact cache against semi-AR blocks under full attention)",
                      f"GSM8K {fast['LLaDA'][0]} → {fast['+Cache'][0]} (LLaDA-Instruct, length 256)",
@@ -279,13 +258,12 @@ def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, s
                     f"{float(bound[before].mean()):.3f} → {float(bound[after].mean()):.3f} nats per token", gain, n,
                     method, 1, check="", trained=True, figure="figures/07_likelihood.png",
                     quantity="bound (nats/token): MNTP - MNTP + diffusion fine-tune"),
-        _confirmed(Claim(**_COMMON, paper="MDLM", where="Table 4", claim="the diffusion fine-tune keeps the masked "
+        Claim(**_COMMON, paper="MDLM", where="Table 4", claim="the diffusion fine-tune keeps the masked "
                          f"LM's own skill (notebook 02's held-out masked-token accuracy, at most {margin:g} points lost)",
                          paper_value=f"GLUE average {glue['BERT']} → {glue['BERT + MDLM-FT']}",
                          ours=f"{kept[0]:+.1f} points", low=kept[1], high=kept[2],
                          method=f"paired bootstrap over {blocks} held-out blocks (one training seed)", n=blocks,
                          direction=1, threshold=-margin, trained=True, quantity="accuracy points: fine-tuned - MNTP"),
-                   verdict_for_difference(kept[1] + margin, kept[2] + margin)),
     ]
     for name in names:
         found = mean_difference(bound[name], study.causal[name])

@@ -1,5 +1,5 @@
-"""Notebook 07's claims: every verdict follows from its interval by ``claims.verdict_for_difference``; definition
-checks hold or fail; the "makes little difference" rows are two one-sided checks."""
+"""Notebook 07's claims: every verdict follows from its interval by the one rule ``claims.verdict_of``; definition
+checks hold or fail; the "makes little difference" rows are "matches" claims with our margin, stated as ours."""
 import numpy as np
 import pytest
 import torch
@@ -80,9 +80,13 @@ def test_a_wrong_side_is_not_reproduced_only_with_the_sampler_check_and_never_fo
 @pytest.mark.parametrize("low,high,expected", [(-0.05, 0.05, "reproduced"), (0.2, 0.3, "not reproduced"),
                                                (-0.3, -0.2, "not reproduced"), (-0.05, 0.3, "inconclusive"),
                                                (-0.3, 0.3, "inconclusive")])
-def test_the_equivalence_verdict_is_two_one_sided_differences(low, high, expected):
-    assert report._equivalence_verdict(low, high, 0.1, "a check") == expected
-    assert report._equivalence_verdict(low, high, 0.1, "") == ("inconclusive" if expected == "not reproduced" else expected)
+def test_a_little_difference_row_is_a_matches_claim_within_our_margin(low, high, expected):
+    row = report._equivalence("LLaDA", "App. B.3, Table 6", "blocks make little difference", "paper", "ours",
+                              (0.0, low, high), 12, 0.1, "figures/07_samplers.png", "semi-AR - one block")
+    assert row.margin == 0.1 and row.margin_source.startswith("ours:")
+    assert row.verdict == expected
+    unchecked = claims.Claim(**{**row.__dict__, "check": "", "verdict": ""})
+    assert unchecked.verdict == ("inconclusive" if expected == "not reproduced" else expected)
 
 
 def test_describe_sentences_carry_the_numbers():
