@@ -256,6 +256,46 @@ def dswa_per_layer(source_length: int, num_layers: int, fixed_window: int = DSWA
     return [dswa(source_length, window) for window in schedule]
 
 
+# --- Block diffusion: block-causal attention (BD3-LM §3.1, Suppl. B.6; LLaDA's semi-autoregressive blocks) ---
+
+def block_ids(index: torch.Tensor, start: int, block: int) -> torch.Tensor:
+    """Which target block each position is in: ``-1`` on the prompt (``index < start``), else ``(index - start) // block``."""
+    index = torch.as_tensor(index)
+    return torch.where(index < start, torch.full_like(index, -1), torch.div(index - start, block, rounding_mode="floor"))
+
+
+def _check_blocks(start: int, block: int) -> tuple[int, int]:
+    return (whole_number(start, "start", 0, "the prompt length: targets begin at this index"),
+            whole_number(block, "block", 1, "the block length in target tokens"))
+
+
+def same_block(start: int, block: int) -> Mask:
+    """Query and key in the same block (the prompt counts as one block of its own)."""
+    start, block = _check_blocks(start, block)
+    return Mask(lambda q, k: block_ids(q, start, block) == block_ids(k, start, block),
+                f"same_block(start={start}, block={block})", start)
+
+
+def block_causal(start: int, block: int) -> Mask:
+    """Block-causal attention (BD3-LM §3.1, Suppl. B.6): causal across blocks, bidirectional within a block.
+
+    The first ``start`` positions are the prompt, a closed block as in notebook 05's mixed attention (prompt rows see
+    the prompt only); the targets after it are cut into blocks of ``block`` tokens, and a target sees the prompt,
+    every earlier block and its own block: ``(k < start) | (q >= start) & (block(k) <= block(q))``. It is the
+    composition ``dswa(start, ∞) & (causal | same_block(start, block))``. ``block >= N`` (the whole target) is
+    notebook 05's generation mask; ``block == 1`` is MAGNET's hybrid mask with one span over the target (Fig. 2c);
+    with ``start == 0`` it is the causal mask at ``block == 1`` and the bidirectional one at ``block >= length``.
+    Nothing in a block reaches an earlier block or the prompt, so their keys and values, once computed, are final:
+    the exact KV cache of block diffusion.
+    """
+    start, block = _check_blocks(start, block)
+
+    def allowed(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return (k < start) | ((q >= start) & (block_ids(k, start, block) <= block_ids(q, start, block)))
+
+    return Mask(allowed, f"block_causal(start={start}, block={block})", start)
+
+
 # --- Middle-layer unmasking (seed 003 §3.2, App. A.3.1) ---
 
 def middle_unmasked_layers(num_layers: int) -> tuple[int, int]:

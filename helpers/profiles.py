@@ -92,7 +92,7 @@ def current() -> Profile:
     return get(parse_profile_name(os.environ.get(ENV_VAR)))
 
 
-PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat")
+PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")
 
 
 def settings_for(paper: str, profile: Profile | None = None):

@@ -45,6 +45,7 @@ def mask_cases(num_layers):
         ("magnet_fig2a", M.magnet([(0, 16)]), None, [8]),
         ("dswa_eq7", None, M.dswa_per_layer(SOURCE, num_layers, fixed_window=4, alpha_min=0.25, alpha_max=1.0), [12, 2]),
         ("middle_unmasking", None, M.middle_unmasking(num_layers), [11]),
+        ("block_causal", M.block_causal(SOURCE, 3), None, [9, 7, 2]),
     ]
 
 

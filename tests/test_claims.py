@@ -115,6 +115,19 @@ def test_no_call_site_types_a_verdict():
     assert not typed, f"verdicts are computed by helpers.claims.verdict_of, never typed: {typed}"
 
 
+def test_rows_beyond_the_four_papers_have_their_own_block_and_count():
+    seed_rows = [claims.Claim(**ROW), claims.Claim(**DEFINITION)]
+    beyond = claims.Claim(**{**ROW, "notebook": "07", "paper": "LLaDA", "low": 1.0, "high": 2.0, "direction": 1})
+    alone = claims.render_markdown(seed_rows)
+    together = claims.render_markdown([*seed_rows, beyond])
+    headline = together.splitlines()[0]
+    assert headline == alone.splitlines()[0]  # the four papers' headline does not count notebook 07's row
+    assert "Beyond the four papers" not in alone
+    block = together[together.index("**Beyond the four papers**"):]
+    assert "LLaDA" in block and "1 rows: 1 findings of the papers: **1 reproduced" in block
+    assert "LLaDA" not in together[:together.index("**Beyond the four papers**")]
+
+
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
     small = metrics.bootstrap_interval([0, 1] * 10, seed=1)
     large = metrics.bootstrap_interval([0, 1] * 1000, seed=1, resamples=500)
@@ -238,7 +251,7 @@ def test_committed_readme_table_is_the_ledgers():
     assert claims.readme_is_current(), "README claims table differs from claims/ledger_cpu.json: python -m helpers.claims --gather"
 
 
-NOTEBOOKS_WITH_CLAIMS = ("01", "02", "03", "04", "05", "06")
+NOTEBOOKS_WITH_CLAIMS = ("01", "02", "03", "04", "05", "06", "07")
 NOTEBOOK_TABLES = {"06": ("table3",)}  # result tables a notebook's summary cell records next to its claims
 
 

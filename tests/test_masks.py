@@ -238,3 +238,61 @@ def test_reachability_is_the_transitive_closure_per_layer():
 def test_reachability_of_no_layers_is_a_clear_error():
     with pytest.raises(ValueError, match="layer_masks=.*non-empty list"):
         M.reachability([])
+
+
+# --- Block-causal attention (BD3-LM §3.1): causal across blocks, bidirectional within one, behind a closed prompt ---
+
+def block_causal_rule(start, block):
+    # "The prompt is a closed block; a target sees the prompt, every earlier block and its own block."
+    def rule(q, k):
+        if k < start:
+            return True
+        if q < start:
+            return False
+        return (k - start) // block <= (q - start) // block
+    return rule
+
+
+def test_block_causal_matches_a_literal_reading_on_random_sizes():
+    rng = random.Random(0)
+    for _ in range(200):
+        start, block, length = rng.randint(0, 6), rng.randint(1, 7), rng.randint(1, 20)
+        total = start + length
+        assert torch.equal(M.dense(M.block_causal(start, block), total), brute(total, block_causal_rule(start, block))), \
+            (start, block, length)
+
+
+def test_block_causal_is_its_composition_from_existing_masks():
+    full = 1 << 20
+    for start, block, length in ((0, 1, 6), (3, 2, 9), (4, 4, 12), (2, 5, 7), (5, 16, 16)):
+        total = start + length
+        composed = M.dswa(start, full) & (M.causal | M.same_block(start, block))
+        assert torch.equal(M.dense(M.block_causal(start, block), total), M.dense(composed, total))
+
+
+def test_block_causal_identities_notebook05_magnet_causal_bidirectional():
+    full = 1 << 20
+    start, length = 4, 10
+    total = start + length
+    assert torch.equal(M.dense(M.block_causal(start, length), total), M.dense(M.dswa(start, full), total))
+    assert torch.equal(M.dense(M.block_causal(start, 3 * length), total), M.dense(M.dswa(start, full), total))
+    assert torch.equal(M.dense(M.block_causal(start, 1), total), M.dense(M.magnet([(start, total)]), total))
+    assert torch.equal(M.dense(M.block_causal(0, 1), total), M.dense(M.causal, total))
+    assert torch.equal(M.dense(M.block_causal(0, total), total), M.dense(M.bidirectional, total))
+
+
+def test_block_ids_and_bad_block_arguments():
+    assert M.block_ids(torch.arange(9), 3, 2).tolist() == [-1, -1, -1, 0, 0, 1, 1, 2, 2]
+    with pytest.raises(ValueError, match="block=0"):
+        M.block_causal(3, 0)
+    with pytest.raises(ValueError, match="start=-1"):
+        M.block_causal(-1, 2)
+    with pytest.raises(ValueError, match="shorter than"):
+        M.dense(M.block_causal(5, 2), 4)
+
+
+def test_block_causal_padding_gives_the_same_pattern_over_real_tokens():
+    mask = M.block_causal(2, 3)
+    padding = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 0, 0]])
+    batch = M.dense_batch(mask, padding)
+    assert torch.equal(batch[0][2:, 2:], M.dense(mask, 7)) and torch.equal(batch[1][:7, :7], M.dense(mask, 7))

@@ -22,6 +22,7 @@ from helpers.papers.lecture import figures as lecture_figures  # noqa: E402
 from helpers.papers.magnet import figures as magnet_figures  # noqa: E402
 from helpers.papers.mntp import figures as mntp_figures  # noqa: E402
 from helpers.papers.openltg import figures as openltg_figures, report as openltg_report  # noqa: E402
+from helpers.papers.diffusion import figures as diffusion_figures  # noqa: E402
 from helpers.papers.sequence_repetition import figures as sr_figures  # noqa: E402
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
@@ -66,6 +67,10 @@ def notebook_widgets():
                         dict(beta=(0.2, 3.0, 0.1), iterations=(1, 12), window=(2, 128, 2), top_p=(0.05, 1.0, 0.05))),
         "06 completion": (partial(emat_figures.completion_view, UNUSED, sentence="He met [MASK] there.", k=8),
                           dict(sentence=str, k=(1, 20))),
+        "07 sampler": (partial(diffusion_figures.sampler_view, UNUSED, UNUSED, steps=8, block_length=32,
+                               remasking="low_confidence", threshold=0.0, temperature=1.0, length=32, seed=0),
+                       dict(steps=(1, 32), block_length=[4, 8, 16, 32], remasking=["low_confidence", "random"],
+                            threshold=(0.0, 1.0, 0.05), temperature=(0.0, 2.0, 0.1))),
     }
 
 
@@ -120,6 +125,8 @@ BAD_SETTINGS = {
     "alpha_min > alpha_max": (lecture_figures.dswa_view, dict(alpha_min=0.5, alpha_max=0.25), "must not exceed"),
     "sentence without [MASK]": (partial(emat_figures.completion_view, _completer_without_a_model()),
                                 dict(sentence="No mask here.", k=8), r"\[MASK\]"),
+    "steps not a multiple of the blocks": (partial(diffusion_figures.sampler_view, UNUSED, UNUSED),
+                                           dict(steps=5, block_length=8, length=32), "not a multiple of the 4 blocks"),
 }
 
 

@@ -1,0 +1,59 @@
+"""From mask-predict to masked diffusion, on notebook 02's adapted model: notebook 07.
+
+Papers beyond the workbook's four seeds: LLaDA (the samplers and the objective), MDLM (the fine-tune of a fixed-ratio
+masked LM), BD3-LM (block-causal attention and its exact cache), Fast-dLLM (the confidence threshold and the block
+cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as notebook 02's MNTP adapter does.
+
+- :mod:`.mechanism`: one sampler family (:func:`sample`, :class:`SamplerConfig`; notebook 05's mask-predict is
+  :func:`mask_predict_config`), the diffusion objective (:func:`diffusion_batch`, :func:`diffusion_loss`) and the
+  likelihood bound (:func:`diffusion_bound`, :func:`causal_nll`); the block-causal mask is
+  :func:`helpers.masks.block_causal`;
+- :mod:`.settings`: the sizes per profile;
+- :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model, the fine-tune (run
+  folder keyed by :class:`FineTuneKey`) and the likelihood study;
+- :mod:`.report`: the papers' numbers, the sentences and :func:`claims`;
+- :mod:`.figures`: the masks, the commit maps and their widget, the sampler bars, the steps and the likelihood.
+"""
+from . import experiment, figures, mechanism, report, settings
+from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD, TRUTH_ROW, BlockProof,
+                         FineTuned, FineTuneKey, Generations, LikelihoodStudy, accuracy_difference, anatomy, anatomy_rows,
+                         block_mask_identities, cache_matches, cache_speed, fine_tune, generate, heldout_blocks,
+                         human_continuations, likelihood_study, log_ppl_difference, mask_predict_matches,
+                         notebook02_eval_batches, reachability_proof, row_hits, sampler_rows, score, speed_ratios,
+                         steps_row, story_prompts)
+from .figures import (anatomy_figure, block_masks_figure, commit_map_figure, likelihood_figure, proof_figure,
+                      sampler_view, samplers_figure, steps_figure)
+from .mechanism import (BoundSamples, Sampled, SamplerConfig, Step, causal_nll, diffusion_batch, diffusion_bound,
+                        diffusion_loss, mask_predict_config, sample, unmasked_after)
+from .report import (PAPER, claims, describe_blocks, describe_fine_tune, describe_mask_predict, describe_masks,
+                     describe_remasking, describe_steps, sampler_table, settings_table)
+from .settings import SETTINGS, DiffusionSettings
+
+CITATIONS = {
+    "LLaDA": dict(title="Large Language Diffusion Models",
+                  authors="Shen Nie, Fengqi Zhu, Zebin You, Xiaolu Zhang, Jingyang Ou, Jun Hu, Jun Zhou, Yankai Lin, "
+                          "Ji-Rong Wen, Chongxuan Li", venue="arXiv preprint (v2, February 2025)", arxiv="2502.09992"),
+    "MDLM": dict(title="Simple and Effective Masked Diffusion Language Models",
+                 authors="Subham Sekhar Sahoo, Marianne Arriola, Yair Schiff, Aaron Gokaslan, Edgar Marroquin, "
+                         "Justin T Chiu, Alexander Rush, Volodymyr Kuleshov", venue="NeurIPS 2024", arxiv="2406.07524"),
+    "BD3-LM": dict(title="Block Diffusion: Interpolating Between Autoregressive and Diffusion Language Models",
+                   authors="Marianne Arriola, Aaron Gokaslan, Justin T Chiu, Zhihan Yang, Zhixuan Qi, Jiaqi Han, "
+                           "Subham Sekhar Sahoo, Volodymyr Kuleshov", venue="ICLR 2025", arxiv="2503.09573"),
+    "Fast-dLLM": dict(title="Fast-dLLM: Training-free Acceleration of Diffusion LLM by Enabling KV Cache and Parallel "
+                            "Decoding", authors="Chengyue Wu, Hao Zhang, Shuchen Xue, Zhijian Liu, Shizhe Diao, "
+                                                "Ligeng Zhu, Ping Luo, Song Han, Enze Xie",
+                      venue="arXiv preprint (2025)", arxiv="2505.22618"),
+}
+CITATION = {**CITATIONS["LLaDA"], "also": [CITATIONS[name] for name in ("MDLM", "BD3-LM", "Fast-dLLM")]}
+
+__all__ = ["BLOCK_CAUSAL", "CITATION", "CITATIONS", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
+           "SETTINGS", "THRESHOLD", "TRUTH_ROW", "BlockProof", "BoundSamples", "DiffusionSettings", "FineTuneKey",
+           "FineTuned", "Generations", "LikelihoodStudy", "Sampled", "SamplerConfig", "Step", "accuracy_difference",
+           "anatomy", "anatomy_figure", "anatomy_rows", "block_mask_identities", "block_masks_figure", "cache_matches",
+           "cache_speed", "causal_nll", "claims", "commit_map_figure", "describe_blocks", "describe_fine_tune",
+           "describe_mask_predict", "describe_masks", "describe_remasking", "describe_steps", "diffusion_batch",
+           "diffusion_bound", "diffusion_loss", "experiment", "figures", "fine_tune", "generate", "heldout_blocks",
+           "human_continuations", "likelihood_figure", "likelihood_study", "log_ppl_difference", "mask_predict_config",
+           "mask_predict_matches", "mechanism", "notebook02_eval_batches", "proof_figure", "reachability_proof",
+           "report", "row_hits", "sample", "sampler_rows", "sampler_table", "sampler_view", "samplers_figure", "score",
+           "settings", "settings_table", "speed_ratios", "steps_figure", "steps_row", "story_prompts", "unmasked_after"]

@@ -1,0 +1,76 @@
+"""Notebook 07's sizes, one :class:`DiffusionSettings` per profile (:data:`SETTINGS`, read by
+:func:`helpers.profiles.settings_for`).
+
+The cpu entry is sized for 8 minutes on 2 cores (notebook 05's prompts and target length, T = 8, a 16-step
+fine-tune). The gpu and paper entries are the plan for a larger model, 200 prompts and longer fine-tunes; they have
+not been run (``measured=False``), so nothing in the workbook quotes their numbers yet.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .mechanism import SamplerConfig, mask_predict_config
+
+
+@dataclass(frozen=True)
+class DiffusionSettings:
+    """Every size notebook 07 uses."""
+
+    num_prompts: int  # notebook 05's prompts: first sentence of a held-out paragraph -> the rest
+    target_length: int  # N
+    batch_size: int
+    max_prompt_tokens: int
+    steps: int = 8  # T, the main budget: notebook 05's (OpenLTG §5.1), 8 tokens per step at N = 64
+    step_grid: tuple[int, ...] = (2, 4, 8)  # quality against T (LLaDA App. B.6, Fig. 5)
+    block_length: int = 16  # semi-autoregressive and block-causal blocks
+    temperature: float = 1.0  # the LLaDA rows sample like notebook 05's AR baseline: T = 1, top-p 0.9
+    top_p: float = 0.9
+    beta: float = 1.8  # the mask-predict row: LTD's β (OpenLTG §5.1, WP)
+    threshold: float = 0.9  # Fast-dLLM's default τ (§4.1), in the anatomy figure and the widget
+    trace_length: int = 32  # the anatomy figure, the exact checks and the widget: one prompt
+    trace_steps: int = 8
+    trace_block: int = 8
+    timing_seeds: tuple[int, ...] = (0, 1, 2)  # batch-1 timings of the block cache; the speed-up's interval is over these
+    fine_tune_steps: int = 16  # the diffusion fine-tune of notebook 02's adapter (LLaDA Eq. 3, 1/t weight)
+    fine_tune_batch: int = 4
+    fine_tune_seq_len: int = 128
+    fine_tune_lr: float = 5e-4  # notebook 02's cpu rate (training.MaskedLMRecipe)
+    fine_tune_blocks: int = 2000
+    eval_blocks: int = 32  # held-out blocks for the bound (LLaDA Eq. 6) and the block-size-1 NLL
+    eval_block_tokens: int = 64
+    bound_samples: int = 2  # Monte Carlo samples per block (LLaDA uses 128 for benchmarks)
+    ratio_bins: int = 5  # accuracy by mask ratio
+    equivalence_margin: float = 0.1  # nats per token (about ±10% perplexity) for "makes little difference" claims
+    accuracy_margin: float = 2.0  # points of masked-token accuracy the fine-tune may lose and still "keep" it
+    seed: int = 0
+    measured: bool = True  # False: these sizes have not been run yet
+
+    def llada(self, steps: int | None = None, **changes) -> SamplerConfig:
+        """LLaDA's low-confidence sampler at these sizes (one block unless ``block_length`` is given)."""
+        config = SamplerConfig(steps=steps or self.steps, temperature=self.temperature, top_p=self.top_p)
+        return replace(config, **changes)
+
+    def mask_predict(self, steps: int | None = None) -> SamplerConfig:
+        """Notebook 05's sampler (LTD, re-masking of committed tokens, top-p; DSWA off) at T = ``steps``."""
+        return mask_predict_config(steps or self.steps, self.beta, self.top_p)
+
+
+SETTINGS = {
+    "smoke": DiffusionSettings(num_prompts=3, target_length=8, batch_size=3, max_prompt_tokens=8, steps=4,
+                               step_grid=(2, 4), block_length=4, trace_length=8, trace_steps=4, trace_block=4,
+                               timing_seeds=(0, 1),
+                               fine_tune_steps=2, fine_tune_batch=2, fine_tune_seq_len=32, fine_tune_blocks=16,
+                               eval_blocks=4, eval_block_tokens=16, ratio_bins=2),
+    "cpu": DiffusionSettings(num_prompts=32, target_length=64, batch_size=16, max_prompt_tokens=32),
+    "gpu": DiffusionSettings(num_prompts=200, target_length=128, batch_size=25, max_prompt_tokens=64, steps=64,
+                             step_grid=(8, 16, 32, 64, 128), block_length=32, timing_seeds=(0, 1, 2, 3, 4),
+                             fine_tune_steps=200, fine_tune_batch=16, fine_tune_seq_len=512, fine_tune_lr=1e-4,
+                             fine_tune_blocks=200_000, eval_blocks=256, eval_block_tokens=128, bound_samples=16,
+                             measured=False),
+    # LLaDA App. B.3 ablation: answer length 512, 256 steps (2 tokens per step), block length 32; 128 MC samples (B.5).
+    "paper": DiffusionSettings(num_prompts=1000, target_length=512, batch_size=8, max_prompt_tokens=64, steps=256,
+                               step_grid=(64, 128, 256, 512), block_length=32, timing_seeds=(0, 1, 2, 3, 4),
+                               fine_tune_steps=1000, fine_tune_batch=8, fine_tune_seq_len=512, fine_tune_lr=3e-5,
+                               fine_tune_blocks=300_000, eval_blocks=1000, eval_block_tokens=512, bound_samples=128,
+                               measured=False),
+}

@@ -1,0 +1,108 @@
+"""Notebook 07's claims: every verdict follows from its interval by the one rule ``claims.verdict_of``; definition
+checks hold or fail; the "makes little difference" rows are "matches" claims with our margin, stated as ours."""
+import numpy as np
+import pytest
+import torch
+
+from helpers import claims
+from helpers.papers.diffusion import experiment, mechanism, report, settings
+from helpers.papers.openltg import experiment_table6
+
+SMOKE = settings.SETTINGS["smoke"]
+
+
+def _records(nll: float, tokens: int = 10, distinct: float = 0.5):
+    return {"bleu1": (1, 2, 2, 2), "rouge_l": 10.0, "lr": 0, "distinct4": distinct, "nll": nll, "tokens": tokens}
+
+
+def _scores(shifts: dict, n: int = 12, distinct: dict | None = None):
+    rows = [*experiment.sampler_rows(SMOKE), experiment.TRUTH_ROW]
+    rng = np.random.default_rng(0)
+    per_prompt = {name: [_records(20 + shifts.get(name, 0.0) * 10 + rng.normal(0, 0.1),
+                                  distinct=(distinct or {}).get(name, 0.5) + rng.normal(0, 0.01)) for _ in range(n)]
+                  for name in rows}
+    return experiment_table6.table6_scores(per_prompt, lr_n=5, resamples=200)
+
+
+def _study(gain: float):
+    blocks = 6
+    def samples(shift):
+        return mechanism.BoundSamples(nll=torch.full((blocks, 2), 40.0 - shift) + torch.arange(blocks)[:, None] * 0.01,
+                                      tokens=torch.full((blocks,), 10.0), masked=torch.tensor([[3.0, 7.0]] * blocks),
+                                      correct=torch.tensor([[1.0, 2.0]] * blocks))
+    names = ("MNTP", "tuned")
+    study = experiment.LikelihoodStudy({"MNTP": samples(0.0), "tuned": samples(gain)},
+                                       {"MNTP": torch.full((blocks,), 3.0), "tuned": torch.full((blocks,), 3.1)})
+    hits = (np.array([5.0] * blocks), np.array([10.0] * blocks))
+    return study, {"MNTP": hits, "tuned": hits}, names
+
+
+def _claims(shifts, gain=5.0, ratios=(2.0, 2.2, 2.1)):
+    study, accuracy, names = _study(gain)
+    proof = experiment.BlockProof(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.bool), 1, 1, 1)
+    speed = {experiment.SEMI_AR: [r * 10 for r in ratios], experiment.BLOCK_CAUSAL: [10.0] * len(ratios)}
+    return report.claims(identities={"a": True}, proof=proof, cache_exact=True, mask_predict_equal=True,
+                         scores=_scores(shifts), settings=SMOKE, speed=speed, device="cpu", study=study,
+                         accuracy=accuracy, names=names)
+
+
+def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
+    rows = _claims({experiment.RANDOM: 0.5, experiment.steps_row(2): 0.3})
+    by = {(row.paper, row.where, row.quantity): row for row in rows}
+    assert {row.paper for row in rows} == {"BD3-LM", "002", "LLaDA", "Fast-dLLM", "MDLM"} <= set(claims.PAPERS)
+    assert [row.verdict for row in rows if row.kind == claims.DEFINITION] == ["holds"] * 3
+    remasking = next(row for row in rows if row.where == "App. B.3, Table 6" and "random" in row.quantity)
+    assert remasking.verdict == "reproduced" and remasking.high < 0
+    steps = next(row for row in rows if "T=2" in row.quantity)
+    assert steps.verdict == "reproduced" and steps.low > 0
+    semi = next(row for row in rows if "semi-AR - one block" in row.quantity)
+    assert semi.margin == SMOKE.equivalence_margin and semi.verdict == "reproduced"
+    speed = next(row for row in rows if row.paper == "Fast-dLLM" and row.threshold == 1.0)
+    assert speed.verdict == "reproduced" and speed.n_seeds == 3
+    assert next(row for row in rows if row.kind == claims.MEASUREMENT).verdict == "inconclusive"
+    bound = next(row for row in rows if row.where == "§5.1")
+    assert bound.trained and bound.verdict == "reproduced" and bound.low > 0
+    kept = next(row for row in rows if row.where == "Table 4")
+    assert kept.threshold == -SMOKE.accuracy_margin and kept.verdict == "reproduced"
+    assert len(by) == len(rows)
+
+
+def test_a_wrong_side_is_not_reproduced_only_with_the_sampler_check_and_never_for_a_short_training():
+    rows = _claims({experiment.LOW_CONFIDENCE: 0.5, experiment.SEMI_AR: 2.0}, gain=-5.0)
+    remasking = next(row for row in rows if row.where == "App. B.3, Table 6" and "random" in row.quantity)
+    assert remasking.verdict == "not reproduced" and "Algorithm 5" in remasking.check
+    semi = next(row for row in rows if "semi-AR - one block" in row.quantity)
+    assert semi.verdict == "not reproduced"
+    bound = next(row for row in rows if row.where == "§5.1")
+    assert bound.high < 0 and bound.verdict == "inconclusive"  # still training: never "not reproduced"
+
+
+@pytest.mark.parametrize("low,high,expected", [(-0.05, 0.05, "reproduced"), (0.2, 0.3, "not reproduced"),
+                                               (-0.3, -0.2, "not reproduced"), (-0.05, 0.3, "inconclusive"),
+                                               (-0.3, 0.3, "inconclusive")])
+def test_a_little_difference_row_is_a_matches_claim_within_our_margin(low, high, expected):
+    row = report._equivalence("LLaDA", "App. B.3, Table 6", "blocks make little difference", "paper", "ours",
+                              (0.0, low, high), 12, 0.1, "figures/07_samplers.png", "semi-AR - one block")
+    assert row.margin == 0.1 and row.margin_source.startswith("ours:")
+    assert row.verdict == expected
+    unchecked = claims.Claim(**{**row.__dict__, "check": "", "verdict": ""})
+    assert unchecked.verdict == ("inconclusive" if expected == "not reproduced" else expected)
+
+
+def test_describe_sentences_carry_the_numbers():
+    scores = _scores({experiment.RANDOM: 0.5})
+    assert "64.7" in report.describe_remasking(scores) and "52.3" in report.describe_remasking(scores)
+    assert "T=2" in report.describe_steps(scores, SMOKE)
+    assert "3.2×" in report.describe_blocks(scores, [2.0, 2.5])
+    study, accuracy, names = _study(5.0)
+    assert "78 → 35" in report.describe_fine_tune(study, accuracy, names)
+    table = report.sampler_table(scores, {experiment.LOW_CONFIDENCE: SMOKE.steps})
+    assert table.loc[experiment.LOW_CONFIDENCE, "forward passes"] == SMOKE.steps
+
+
+def test_a_lower_perplexity_that_comes_with_repetition_is_noted():
+    scores = _scores({experiment.RANDOM: 0.5}, distinct={experiment.LOW_CONFIDENCE: 0.2})
+    noted = report._versus(scores, experiment.LOW_CONFIDENCE, experiment.RANDOM)
+    assert "repeats more" in noted and "human text" in noted
+    plain = report._versus(_scores({experiment.RANDOM: 0.5}), experiment.LOW_CONFIDENCE, experiment.RANDOM)
+    assert "repeats" not in plain and plain.startswith("PPL ")

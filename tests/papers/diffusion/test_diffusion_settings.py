@@ -1,0 +1,35 @@
+"""Notebook 07's sizes: every profile's rows fit its target length, and the unmeasured profiles say so."""
+from dataclasses import replace
+
+import pytest
+
+from helpers import profiles
+from helpers.papers.diffusion import experiment, settings
+
+
+@pytest.mark.parametrize("name", profiles.PROFILE_NAMES)
+def test_every_row_and_the_anatomy_fit_their_lengths(name):
+    chosen = settings.SETTINGS[name]
+    for config in experiment.sampler_rows(chosen).values():
+        config.layout(chosen.target_length)
+    for config in experiment.anatomy_rows(chosen).values():
+        config.layout(chosen.trace_length)
+    assert chosen.steps in chosen.step_grid and min(chosen.step_grid) < chosen.steps
+    assert chosen.trace_length in (4, 8, 16, 32)  # the widget's block-length options open at one block
+    assert 1 <= chosen.trace_steps <= 32  # the widget's steps slider
+
+
+def test_the_gpu_and_paper_sizes_are_marked_unmeasured():
+    assert settings.SETTINGS["cpu"].measured and settings.SETTINGS["smoke"].measured
+    assert not settings.SETTINGS["gpu"].measured and not settings.SETTINGS["paper"].measured
+    gpu, cpu = settings.SETTINGS["gpu"], settings.SETTINGS["cpu"]
+    assert gpu.num_prompts == 200 and gpu.fine_tune_steps > cpu.fine_tune_steps
+    assert profiles.get("gpu").model_name != profiles.get("cpu").model_name  # the larger model is the profile's
+
+
+def test_the_llada_and_mask_predict_rows_read_the_settings():
+    cpu = settings.SETTINGS["cpu"]
+    assert cpu.llada() == replace(cpu.llada(), steps=8, temperature=1.0, top_p=0.9)
+    assert cpu.llada(2, remasking="random").steps == 2
+    mask_predict = cpu.mask_predict()
+    assert (mask_predict.schedule, mask_predict.confidence, mask_predict.ltd_beta) == ("mask-predict", "tempered", 1.8)
