@@ -80,6 +80,9 @@ class Claim:
     - A finding that beats a ``baseline`` says whether that baseline was shown to work (``baseline_works``: it beats a
       simpler baseline, or its own curve flattened); a method cannot be *reproduced* against a broken baseline.
     - ``kind="measurement"``: a number the paper does not compare (``direction=0``): always *inconclusive*.
+    - ``confound``: a reason, measured in the same run, why the interval's quantity does not measure the claim there
+      (e.g. the row that the judge's perplexity prefers also repeats itself more, and perplexity rewards repetition).
+      A confounded finding is *inconclusive* whatever its interval, and says why.
 
     A ``verdict`` passed in must equal the computed one (so a row read back from a ledger is re-checked).
     """
@@ -110,6 +113,7 @@ class Claim:
     seed_values: tuple = ()
     baseline: str = ""
     baseline_works: bool | None = None
+    confound: str = ""
 
     def __post_init__(self):
         _check_notebook(self.notebook)
@@ -171,6 +175,8 @@ class Claim:
         if self.baseline and not isinstance(self.baseline_works, bool):
             raise ValueError(f"baseline={self.baseline!r} needs baseline_works=True or False: was it shown to work "
                              "(it beats a simpler baseline, or its own curve has flattened)?")
+        if not isinstance(self.confound, str):
+            raise ValueError(f"confound={self.confound!r} must be a string saying what confounds the row, or ''")
         if self.plateau is not None and len(tuple(self.plateau)) != 4:
             raise ValueError(f"plateau={self.plateau!r} must be (slope, low, high, steps)")
 
@@ -186,6 +192,8 @@ class Claim:
         text = f"**{self.verdict}**"
         if self.verdict == "not reproduced":
             text += f"; check: {self.check}"
+        elif self.kind == FINDING and self.confound:
+            text += f": confounded: {self.confound}"
         elif self.baseline_works is False:
             text += f": the baseline ({self.baseline}) was not shown to work"
         elif self.kind == FINDING and self.trained and self.still_improving and _beyond_paper_side(self):
@@ -218,12 +226,12 @@ def verdict_of(row: Claim) -> str:
     - finding: *reproduced* when the interval lies wholly on the paper's side of ``threshold`` (or, for a "matches"
       claim, wholly within ``threshold ± margin``); *not reproduced* when it lies wholly on the other side **and**
       ``check`` names the experiment that ruled out our own bug **and** (for a trained row) training had stopped
-      improving; otherwise *inconclusive*. The paper's value lying inside our interval is never a reproduction, and a
-      row whose ``baseline`` was not shown to work is never *reproduced*.
+      improving; otherwise *inconclusive*. The paper's value lying inside our interval is never a reproduction, a
+      row whose ``baseline`` was not shown to work is never *reproduced*, and a ``confound``-ed row is *inconclusive*.
     """
     if row.kind == DEFINITION:
         return "holds" if row.holds else "fails"
-    if row.kind == MEASUREMENT:
+    if row.kind == MEASUREMENT or row.confound:
         return "inconclusive"
     lo, hi = row.low - row.threshold, row.high - row.threshold
     if row.margin is not None:

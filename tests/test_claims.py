@@ -81,6 +81,17 @@ def test_a_method_is_not_reproduced_against_a_baseline_that_does_not_work():
     assert broken.verdict == "inconclusive" and "not shown to work" in broken.verdict_text
 
 
+def test_a_confounded_finding_is_inconclusive_and_says_why():
+    assert _verdict() == "reproduced"
+    confounded = claims.Claim(**{**ROW, "confound": "the better-scored row repeats more"})
+    assert confounded.verdict == "inconclusive"
+    assert confounded.verdict_text.endswith("confounded: the better-scored row repeats more")
+    with pytest.raises(ValueError, match="does not follow"):
+        claims.Claim(**{**ROW, "confound": "a confound", "verdict": "reproduced"})
+    with pytest.raises(ValueError, match="confound="):
+        claims.Claim(**{**ROW, "confound": None})
+
+
 def test_seed_values_agree_with_n_seeds():
     row = claims.Claim(**{**ROW, "n_seeds": 3, "seed_values": (-20, -25.5, -18)})
     assert row.seed_values == (-20.0, -25.5, -18.0) and "3 seeds" in row.interval_text

@@ -71,20 +71,24 @@ def _ppl(scores, name: str) -> str:
 
 
 def _versus(scores, first: str, second: str) -> str:
-    """``PPL a vs b`` for a sampler claim, with a note when the row of lower perplexity is also significantly less
-    diverse (paired D-4 interval below 0): a judge's perplexity rewards repetition, so that row's lower perplexity is
-    not plainly better text."""
-    text = f"PPL {_ppl(scores, first)} vs {_ppl(scores, second)}"
+    """``PPL a vs b``: the judge's perplexity of two sampler rows."""
+    return f"PPL {_ppl(scores, first)} vs {_ppl(scores, second)}"
+
+
+def _repetition_confound(scores, first: str, second: str) -> str:
+    """Why the judge's perplexity cannot compare ``first`` and ``second`` in this run, or ``""``: the row of lower
+    perplexity is also significantly less diverse (its paired D-4 difference lies wholly below 0). A causal judge
+    gives repeated text a low perplexity, so that row's lower perplexity is not plainly better text."""
     values = scores.values
     lower, higher = (first, second) if values.loc[first, "PPL"] < values.loc[second, "PPL"] else (second, first)
     change, low, high = paired_metric_difference(scores, lower, higher, "D-4")
     if high >= 0:
-        return text
+        return ""
     truth = f"; human text: PPL {_ppl(scores, TRUTH_ROW)}" if TRUTH_ROW in values.index else ""
-    return (f"{text}; note: the lower-perplexity row ({lower}) repeats more, D-4 {values.loc[lower, 'D-4']:.1f} vs "
+    return (f"the lower-perplexity row ({lower}) repeats more, D-4 {values.loc[lower, 'D-4']:.1f} vs "
             f"{values.loc[higher, 'D-4']:.1f} ({change:+.1f} [{low:+.1f}, {high:+.1f}]), LR-{LR_N} "
-            f"{values.loc[lower, f'LR-{LR_N}']:.1f} vs {values.loc[higher, f'LR-{LR_N}']:.1f}: its perplexity partly "
-            f"rewards repetition{truth}")
+            f"{values.loc[lower, f'LR-{LR_N}']:.1f} vs {values.loc[higher, f'LR-{LR_N}']:.1f}, and the judge's "
+            f"perplexity rewards repetition{truth}")
 
 
 def describe_remasking(scores) -> str:
@@ -150,13 +154,13 @@ def _difference(paper: str, where: str, claim: str, paper_value: str, ours: str,
 
 
 def _equivalence(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, margin: float,
-                 figure: str, quantity: str) -> Claim:
+                 figure: str, quantity: str, confound: str = "") -> Claim:
     _, low, high = found
     return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
                  high=high, method=f"paired bootstrap over {n} prompts", n=n, margin=margin, check=SAMPLER_CHECK,
                  margin_source=f"ours: ±{margin:g} nats per token of the judge (about "
                                f"±{100 * (np.exp(margin) - 1):.0f} % perplexity), fixed before the run", figure=figure,
-                 quantity=quantity)
+                 quantity=quantity, confound=confound)
 
 
 def definition_claims(identities: dict[str, bool], proof: BlockProof, cache_exact: bool, mask_predict_equal: bool) -> list:
@@ -200,39 +204,43 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
                     f"GSM8K {table6['low-confidence']} vs {table6['random']} (8B Base)",
                     _versus(scores, LOW_CONFIDENCE, RANDOM),
                     log_ppl_difference(scores, LOW_CONFIDENCE, RANDOM), n, method, -1,
-                    figure="figures/07_samplers.png", quantity=f"{judge}: low-confidence - random"),
+                    figure="figures/07_samplers.png", quantity=f"{judge}: low-confidence - random",
+                    confound=_repetition_confound(scores, LOW_CONFIDENCE, RANDOM)),
         _difference("LLaDA", "App. B.6, Fig. 5; Table 7", f"fewer steps give worse text (T = {fewest} against "
                     f"T = {settings.steps}, low-confidence)",
                     "accuracy rises as the steps grow to the answer length (GSM8K, HumanEval)",
                     _versus(scores, steps_row(fewest), LOW_CONFIDENCE),
                     log_ppl_difference(scores, steps_row(fewest), LOW_CONFIDENCE), n, method, 1,
-                    figure="figures/07_steps.png", quantity=f"{judge}: T={fewest} - T={settings.steps}"),
+                    figure="figures/07_steps.png", quantity=f"{judge}: T={fewest} - T={settings.steps}",
+                    confound=_repetition_confound(scores, steps_row(fewest), LOW_CONFIDENCE)),
         _equivalence("LLaDA", "App. B.3, Table 6", f"for a base model (no SFT), semi-autoregressive blocks (B = "
                      f"{settings.block_length}) make little difference against one block",
                      f"GSM8K {table6['low-confidence + semi-AR']} vs {table6['low-confidence']} (8B Base)",
                      _versus(scores, SEMI_AR, LOW_CONFIDENCE),
                      log_ppl_difference(scores, SEMI_AR, LOW_CONFIDENCE), n, margin, "figures/07_samplers.png",
-                     f"{judge}: semi-AR - one block"),
+                     f"{judge}: semi-AR - one block", _repetition_confound(scores, SEMI_AR, LOW_CONFIDENCE)),
         Claim(**_COMMON, paper="Fast-dLLM", where="Table 1 (+Cache); BD3-LM §3", kind="finding",
-                         claim="a block KV cache speeds up decoding (block-causal with the exact cache against semi-AR "
-                               f"blocks under full attention, same T and B, batch 1, N = {settings.target_length})",
-                         paper_value=f"{fast['+Cache'][2]}× ({fast['LLaDA'][1]} → {fast['+Cache'][1]} tokens/s, A100)",
-                         ours=f"{speed:.2f}× on {device}", low=low, high=high, n=len(ratios),
-                         method=f"t over {len(ratios)} timing seeds", direction=1, threshold=1.0, n_seeds=len(ratios),
-                         seed_values=tuple(ratios), check=SAMPLER_CHECK, quantity="semi-AR time / block-causal time"),
+              claim="a block KV cache speeds up decoding (block-causal with the exact cache against semi-AR "
+                    f"blocks under full attention, same T and B, batch 1, N = {settings.target_length})",
+              paper_value=f"{fast['+Cache'][2]}× ({fast['LLaDA'][1]} → {fast['+Cache'][1]} tokens/s, A100)",
+              ours=f"{speed:.2f}× on {device}", low=low, high=high, n=len(ratios),
+              method=f"t over {len(ratios)} timing seeds", direction=1, threshold=1.0, n_seeds=len(ratios),
+              seed_values=tuple(ratios), check=SAMPLER_CHECK, quantity="semi-AR time / block-causal time"),
         _equivalence("Fast-dLLM", "Table 1 (+Cache)", "the block cache costs little quality (block-causal with the "
                      "exact cache against semi-AR blocks under full attention)",
                      f"GSM8K {fast['LLaDA'][0]} → {fast['+Cache'][0]} (LLaDA-Instruct, length 256)",
                      _versus(scores, BLOCK_CAUSAL, SEMI_AR),
                      log_ppl_difference(scores, BLOCK_CAUSAL, SEMI_AR), n, margin, "figures/07_samplers.png",
-                     f"{judge}: block-causal - semi-AR"),
+                     f"{judge}: block-causal - semi-AR", _repetition_confound(scores, BLOCK_CAUSAL, SEMI_AR)),
     ]
     value, m_low, m_high = log_ppl_difference(scores, MASK_PREDICT, LOW_CONFIDENCE)
+    confound = _repetition_confound(scores, MASK_PREDICT, LOW_CONFIDENCE)
+    mixed = f"; note: {confound}" if confound else ""
     rows.append(Claim(**_COMMON, paper="LLaDA", where="§2.4 against OpenLTG §3.1", kind=MEASUREMENT, direction=0,
                       claim=f"notebook 05's mask-predict + LTD against LLaDA low-confidence at the same {settings.steps} "
                             "forward passes (neither paper compares them)",
                       paper_value="not compared", ours=f"{value:+.3f} nats per token; "
-                                                        f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}",
+                                                        f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}{mixed}",
                       low=m_low, high=m_high, method=method, n=n, figure="figures/07_samplers.png",
                       quantity=f"{judge}: mask-predict + LTD - low-confidence"))
     return rows
