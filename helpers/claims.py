@@ -491,6 +491,8 @@ def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None =
     if parameters is not None:
         parameters.check(notebook)
     origin = provenance(profile, runs, seeds)
+    if parameters is not None:  # the fingerprint the notebook's figures are stamped with
+        origin["parameters"] = parameters.fingerprint
     if (origin["mntp_adapter"] or {}).get("source") == "fallback":
         print(f"[claims] notebook {notebook}'s rows rest on the short fallback MNTP adapter (notebook 02 had not run); "
               "their provenance says so")
@@ -541,6 +543,11 @@ class Parameters:
 
 
 _PARAMETERS: dict[str, Parameters] = {}
+
+
+def current_parameters(notebook: str) -> Parameters | None:
+    """Notebook ``notebook``'s parameters as its parameters cell last set them in this kernel, or None."""
+    return _PARAMETERS.get(notebook)
 
 
 def parameters(notebook: str, profile, *settings) -> Parameters:

@@ -1,7 +1,8 @@
 """Figures and widget callbacks. Every callback is a plain function that returns a figure.
 
 Figures are saved with :func:`save_figure` into ``figures/`` at the repo root, with fixed
-metadata so that a rerun on CPU writes the same bytes.
+metadata so that a rerun on CPU writes the same bytes, and stamped with the run they show: the profile and the
+fingerprint of the notebook's parameters cell (:func:`figure_stamp`), the one its claims file records.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
 
-from .. import profiles, store
+from .. import claims, profiles, store
 from ..paths import figures_dir
 
 MASKED_COLOR = "#595959"  # dark gray: -inf (MAGNET Fig. 2)
@@ -26,18 +27,43 @@ _MASK_CMAP = ListedColormap([MASKED_COLOR, CONTEXT_COLOR, SPAN_COLOR])
 matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 110, "font.size": 9})
 
 
+STAMP_ID = "workbook-run-stamp"  # the gid of the stamp's text artist, so that a figure saved twice has one stamp
+
+
+def figure_stamp(name: str) -> str:
+    """What run a figure ``<NN>_...`` shows: the profile and the fingerprint of notebook NN's parameters cell (the
+    ``parameters`` field of its claims file's provenance), or that no parameters cell ran in this kernel."""
+    profile = profiles.current().name
+    notebook = name[:2] if name[:2].isdigit() else ""
+    made = claims.current_parameters(notebook) if notebook else None
+    where = f"notebook {notebook} · " if notebook else ""
+    if made is None:
+        return f"{where}profile {profile} · parameters not set"
+    return f"{where}profile {profile} · parameters {made.fingerprint}"
+
+
+def _stamp(fig: plt.Figure, text: str) -> None:
+    for artist in [artist for artist in fig.texts if artist.get_gid() == STAMP_ID]:
+        artist.remove()
+    fig.text(0.998, 0.002, text, ha="right", va="bottom", fontsize=6, color="#8c8c8c", gid=STAMP_ID)
+
+
 def save_figure(fig: plt.Figure, name: str) -> Path:
     """Save ``fig`` as ``figures/<name>.png`` (repo root, whatever the working directory) and return the path.
 
-    The smoke profile writes to ``figures/smoke/`` (git-ignored), so tests never overwrite real figures.
+    The figure is stamped (a small grey line at its foot, and the PNG's ``Description``) with :func:`figure_stamp`,
+    so a figure left from earlier parameters says so. The smoke profile writes to ``figures/smoke/`` (git-ignored),
+    so tests never overwrite real figures.
     """
     if not name or "/" in name or name.endswith(".png"):
         raise ValueError(f"name={name!r} must be a bare figure name such as '01_magnet_masks'")
     folder = figures_dir() / "smoke" if profiles.current().name == "smoke" else figures_dir()
     path = folder / f"{name}.png"
+    stamp = figure_stamp(name)
+    _stamp(fig, stamp)
     try:  # atomically: a full disk or a file-size limit leaves the previous figure as it was
         with store.atomic_write(path, "wb") as handle:
-            fig.savefig(handle, format="png", bbox_inches="tight", metadata={"Software": None})
+            fig.savefig(handle, format="png", bbox_inches="tight", metadata={"Software": None, "Description": stamp})
     except OSError as error:
         raise OSError(error.errno, f"could not write the figure {path} ({error.strerror or error}); the previous "
                                    f"figure there is unchanged. Free disk space (or raise the file-size limit) and "

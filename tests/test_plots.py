@@ -1,0 +1,50 @@
+"""helpers.plots.core: a saved figure says which run it shows (the profile and the parameters cell's fingerprint)."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from PIL import Image
+
+from helpers import claims, profiles
+from helpers.plots import core
+
+
+def _stamps(fig):
+    return [text.get_text() for text in fig.texts if text.get_gid() == core.STAMP_ID]
+
+
+def test_a_figure_is_stamped_with_its_notebooks_parameters_and_the_stamp_changes_with_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setattr(claims, "_PARAMETERS", {})
+    for marker in ("helpers", "notebooks"):
+        (tmp_path / marker).mkdir()
+    (tmp_path / "pyproject.toml").touch()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    unset = Image.open(core.save_figure(fig, "02_example")).info["Description"]
+    assert unset == f"notebook 02 · profile {profiles.current().name} · parameters not set"
+
+    first = claims.parameters("02", profiles.current(), {"steps": 4})
+    path = core.save_figure(fig, "02_example")
+    assert Image.open(path).info["Description"].endswith(f"parameters {first.fingerprint}")
+    second = claims.parameters("02", profiles.current(), {"steps": 8})
+    assert second.fingerprint != first.fingerprint
+    core.save_figure(fig, "02_example")  # the same figure saved again carries one stamp, the new one
+    assert _stamps(fig) == [f"notebook 02 · profile {profiles.current().name} · parameters {second.fingerprint}"]
+    assert core.figure_stamp("07_other").endswith("parameters not set")  # another notebook's parameters are not this one's
+    plt.close(fig)
+
+
+def test_the_claims_file_records_the_fingerprint_the_figures_carry(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setattr(claims, "_PARAMETERS", {})
+    monkeypatch.setattr(claims, "_COMPUTED", {})
+    for marker in ("helpers", "notebooks"):
+        (tmp_path / marker).mkdir()
+    (tmp_path / "pyproject.toml").touch()
+    made = claims.parameters("05", profiles.current(), {"prompts": 4})
+    row = claims.Claim(notebook="05", paper="002", where="Table 6", claim="LTD cuts repetition", paper_value="17.80",
+                       ours="12.5", low=-40.0, high=-10.0, method="bootstrap over 32 prompts", n=32, direction=-1)
+    path = claims.record([row], "05", profiles.current(), parameters=made)
+    assert claims._read_payload(path)["provenance"]["parameters"] == made.fingerprint
+    assert core.figure_stamp("05_ablation").endswith(made.fingerprint)
