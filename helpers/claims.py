@@ -658,6 +658,14 @@ def tally(rows: Sequence[Claim]) -> str:
             f"{measurements} measurements the papers do not compare")
 
 
+def headline(rows: Sequence[Claim]) -> str:
+    """The four papers' :func:`tally`, then that of the rows beyond them (counted apart, as in the README)."""
+    seed_rows = [row for row in rows if row.paper in SEED_PAPERS]
+    beyond = [row for row in rows if row.paper not in SEED_PAPERS]
+    text = f"{len(seed_rows)} rows of the four papers: {tally(seed_rows)}"
+    return text + (f"; beyond the four papers, {len(beyond)} rows: {tally(beyond)}" if beyond else "")
+
+
 def _markdown_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |"
 
@@ -779,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.gather:
         rows = gather()
-        print(f"{ledger_path()}: {len(rows)} rows; {tally(rows)}; {tables_path()}: "
+        print(f"{ledger_path()}: {headline(rows)}; {tables_path()}: "
               f"{', '.join(entry.key for entry in read_tables()) or 'no result tables'}")
         return 0
     current = readme_is_current()

@@ -62,8 +62,8 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     finished = [path.name[:2] for path in paths if path.name not in failed]
     if profile.name == claims.LEDGER_PROFILE and finished:
         rows = claims.gather(notebooks=finished)
-        print(f"claims ledger {claims.ledger_path()}: notebooks {', '.join(finished)} gathered; {len(rows)} claims, "
-              f"{claims.tally(rows)}; README blocks regenerated")
+        print(f"claims ledger {claims.ledger_path()}: notebooks {', '.join(finished)} gathered; "
+              f"{claims.headline(rows)}; README blocks regenerated")
     if failed:
         print(f"\n{len(failed)} notebook(s) failed, their claims NOT gathered (the ledger keeps their earlier rows): "
               + "; ".join(f"{name}: {error}" for name, error in failed.items())

@@ -137,6 +137,8 @@ def test_rows_beyond_the_four_papers_have_their_own_block_and_count():
     block = together[together.index("**Beyond the four papers**"):]
     assert "LLaDA" in block and "1 rows: 1 findings of the papers: **1 reproduced" in block
     assert "LLaDA" not in together[:together.index("**Beyond the four papers**")]
+    assert claims.headline([*seed_rows, beyond]) == (f"2 rows of the four papers: {claims.tally(seed_rows)}; beyond the "
+                                                     f"four papers, 1 rows: {claims.tally([beyond])}")
 
 
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
