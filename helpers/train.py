@@ -3,6 +3,7 @@
     python -m helpers.train mntp --profile cpu                                      # notebook 02's MNTP run, here
     accelerate launch --multi_gpu --num_processes 4 -m helpers.train mntp --profile gpu   # the same run on 4 GPUs
     python -m helpers.train mntp --profile cpu --seeds 0 1 2 --parallel 2           # three seeds, two at a time
+    python -m helpers.train magnet --profile cpu                                    # notebook 03 (also: sr, emat)
 
 A name trains exactly what its notebook trains, through the functions the notebook calls and into the run folder the
 notebook uses (keyed by every setting, the seed included), so the notebook afterwards finds the finished run and only
@@ -16,7 +17,9 @@ function in its ``experiment`` module and one line here::
 
     "magnet": entry_point("helpers.papers.magnet.experiment", "train_command"),
 
-The function, ``train_command(profile, seed, *, stop_after=None, progress=True, micro_batch=None, **fixed)``:
+An option (``stop_after``, ``micro_batch``) that the function does not take is refused by name when given.
+
+The function, ``train_command(profile, seed, *, progress=True[, stop_after=None][, micro_batch=None], **fixed)``:
 
 - trains what the notebook trains, by calling the notebook's own functions (never a copy of them), under the run keys
   and run folders the notebook uses (``store.reuse_run`` / ``store.run_dir_for`` with the notebook's settings);
@@ -57,9 +60,14 @@ def entry_point(module: str, function: str, **fixed) -> Trainer:
 
     def trainer(profile, seed: int | None, **options) -> list:
         target = getattr(importlib.import_module(module), function)
-        if "micro_batch" in options and "micro_batch" not in inspect.signature(target).parameters:
-            raise ValueError(f"micro_batch={options['micro_batch']!r}: {module}.{function} trains at its notebook's "
-                             "micro-batch only; leave --micro-batch out")
+        accepted = inspect.signature(target).parameters
+        for name, value in list(options.items()):
+            if name in accepted:
+                continue
+            if value is not None:  # an option this trainer does not take: refused by name, never dropped silently
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(f"{name}={value!r}: {module}.{function} does not take it; leave {flag} out")
+            del options[name]
         return target(profile, seed, **fixed, **options)
 
     trainer.__qualname__ = f"{module}.{function}"
@@ -69,6 +77,9 @@ def entry_point(module: str, function: str, **fixed) -> Trainer:
 TRAINERS: dict[str, Trainer] = {
     "mntp": entry_point("helpers.papers.mntp.experiment", "train_command", objective="mntp"),  # notebook 02, MNTP
     "mtp": entry_point("helpers.papers.mntp.experiment", "train_command", objective="mtp"),  # notebook 02, MTP
+    "magnet": entry_point("helpers.papers.magnet.experiment", "train_command"),  # notebook 03: MAGNET, LLM2Vec-style
+    "sr": entry_point("helpers.papers.sequence_repetition.experiment", "train_command"),  # notebook 04's taggers
+    "emat": entry_point("helpers.papers.emat.experiment_training", "train_command"),  # notebook 06's heads
 }
 
 
@@ -88,8 +99,8 @@ def train(names: Sequence[str], profile_name: str, seed: int | None = None, *, m
     os.environ[profiles.ENV_VAR] = profile.name
     folders = []
     for name in names:
-        options = {"micro_batch": micro_batch} if micro_batch is not None else {}
-        found = TRAINERS[name](profile, seed, stop_after=stop_after, progress=progress, **options)
+        options = {"micro_batch": micro_batch, "stop_after": stop_after}
+        found = TRAINERS[name](profile, seed, progress=progress, **options)
         folders.extend(found)
         launch = training.launched()
         if launch is None or launch.is_main_process:
@@ -105,8 +116,23 @@ def describe_run(folder: Path) -> str:
     losses = [record for record in training.read_metrics(folder) if "loss" in record]
     if not losses:
         return f"{folder}: no step trained yet"
-    steps = store.read_json(Path(folder) / training.SETTINGS_FILE)["settings"]["config"]["steps"]
-    return f"{folder}: step {losses[-1]['step']} of {steps}, loss {losses[-1]['loss']:.4f}"
+    stored = store.read_json(Path(folder) / training.SETTINGS_FILE)
+    steps = _configured_steps(stored)
+    of = f" of {steps}" if steps is not None else ""
+    return f"{folder}: step {losses[-1]['step']}{of}, loss {losses[-1]['loss']:.4f}"
+
+
+def _configured_steps(stored) -> int | None:
+    """The step count a run's settings file names (``config.steps``, wherever the settings nest it), else None."""
+    if isinstance(stored, dict):
+        config = stored.get("config")
+        if isinstance(config, dict) and isinstance(config.get("steps"), int):
+            return config["steps"]
+        for value in stored.values():
+            found = _configured_steps(value)
+            if found is not None:
+                return found
+    return None
 
 
 def seed_commands(names: Sequence[str], profile_name: str, seeds: Sequence[int], options: Sequence[str] = ()

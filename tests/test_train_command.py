@@ -215,4 +215,116 @@ def test_the_registry_imports_a_paper_package_only_when_its_training_runs():
     probe = subprocess.run([sys.executable, "-c", "import sys, helpers.train as t; "
                             "print(sorted(t.TRAINERS), [m for m in sys.modules if m.startswith('helpers.papers')])"],
                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
-    assert probe.stdout.strip() == "['mntp', 'mtp'] []", probe.stderr
+    assert probe.stdout.strip() == "['emat', 'magnet', 'mntp', 'mtp', 'sr'] []", probe.stderr
+
+
+# --- notebooks 03, 04 and 06: the command trains what the notebook trains, and the notebook trains no step more
+
+
+@pytest.fixture
+def smoke_root(tmp_path, monkeypatch):
+    """A workbook root of its own under the smoke profile, in this process."""
+    root = new_root(tmp_path)
+    monkeypatch.setenv("WORKBOOK_ROOT", str(root))
+    monkeypatch.delenv("WORKBOOK_CACHE", raising=False)
+    monkeypatch.setenv("WORKBOOK_PROFILE", "smoke")
+    return root
+
+
+def _snapshot(folders) -> dict:
+    """Each run's metrics, byte for byte, and when they were last written."""
+    return {folder: ((folder / "metrics.jsonl").read_bytes(), (folder / "metrics.jsonl").stat().st_mtime_ns)
+            for folder in folders}
+
+
+def _train(name: str, **options) -> list[Path]:
+    from helpers import train
+
+    return train.train([name], "smoke", progress=False, **options)
+
+
+def test_magnet_the_notebook_finds_the_commands_runs_and_trains_no_step(smoke_root):
+    from helpers import memory, models
+    from helpers.papers.magnet import experiment, experiment_table5
+
+    folders = _train("magnet")
+    assert [folder.name.rsplit("_", 1)[0] for folder in folders] == ["03_magnet_smoke", "03_llm2vec_simcse_smoke"]
+    before = _snapshot(folders)
+    # notebook 03's cells, as they stand
+    cfg = profiles.current()
+    settings = profiles.settings_for("magnet")
+    base, tokenizer = models.load_model(cfg.model_name)
+    train_data = experiment.joint_data(cfg, settings, tokenizer)
+    curve_prefixes, fig6_evaluate = experiment_table5.fig6_evaluation(cfg, settings, tokenizer)
+    settings = memory.fit_training("03", cfg, settings)
+    magnet_run = experiment.train_magnet(base, tokenizer, cfg, settings, train_data, evaluate=fig6_evaluate)
+    llm2vec_run = experiment.train_llm2vec_style(tokenizer, cfg, settings, train_data, evaluate=fig6_evaluate)
+    assert [magnet_run.path, llm2vec_run.path] == folders
+    assert _snapshot(folders) == before  # not a step more
+    evaluations = [record for record in magnet_run.records if any(key.startswith("rep") for key in record)]
+    assert evaluations, magnet_run.records  # Fig. 6's curve: the command trained with the notebook's evaluation
+    assert (smoke_root / "data" / "cache" / "adapters").is_dir()
+
+
+def test_magnet_stop_after_leaves_an_unfinished_run_that_the_command_finishes(smoke_root):
+    from helpers import training as T
+
+    first = _train("magnet", stop_after=1)
+    assert max(record["step"] for record in T.read_metrics(first[0]) if "loss" in record) == 1
+    assert not any(path.name.startswith("magnet") for path in (smoke_root / "data" / "cache" / "adapters").glob("*"))
+    second = _train("magnet")
+    assert second == first
+    steps = [record["step"] for record in T.read_metrics(first[0]) if "loss" in record]
+    assert steps == sorted(set(steps)) and steps[-1] > 1  # resumed, each step once
+    assert any(path.name.startswith("magnet") for path in (smoke_root / "data" / "cache" / "adapters").glob("*"))
+
+
+def test_sr_the_notebook_finds_the_commands_taggers_and_a_seed_gets_its_own(smoke_root):
+    from helpers import memory, models
+    from helpers.papers import sequence_repetition as sr
+
+    folders = _train("sr")
+    before = _snapshot(folders)
+    cfg = profiles.current()
+    settings = profiles.settings_for("sequence_repetition")
+    model, tokenizer = models.load_model(cfg.model_name, attn_implementation="eager")
+    taggings = {task: sr.experiment_data.load_tagging_data(tokenizer, task, settings, cfg.corpus, seed=cfg.seed)
+                for task in settings.tasks}
+    settings = memory.fit_training("04", cfg, settings)
+    strategies = sr.experiment.main_strategies(settings)
+    sr.experiment.run_experiments(taggings, strategies, settings.seeds, settings, model_name=cfg.model_name,
+                                  run_prefix=sr.experiment.run_prefix(cfg))
+    main_runs = len(settings.tasks) * len(strategies) * len(settings.seeds)
+    assert _snapshot(folders) == before and len(folders) > main_runs  # the main and the early-exit taggers
+    seeded = _train("sr", seed=7)
+    assert all("_s7_" in folder.name for folder in seeded) and not set(seeded) & set(folders)
+
+
+def test_emat_the_notebook_finds_the_commands_heads(smoke_root):
+    from helpers import masked_lm
+    from helpers.papers.emat import experiment_data, experiment_training
+
+    folders = _train("emat")
+    assert [folder.name.rsplit("_", 1)[0] for folder in folders][:2] == ["06_emat", "06_emat_new_rows"]
+    before = _snapshot(folders)
+    cfg = profiles.current()
+    settings = profiles.settings_for("emat")
+    mlm = masked_lm.load_masked_lm(cfg, settings.masked_lm or "mntp", context_tokens=settings.context_tokens)
+    dataset = experiment_data.build_dataset(cfg.corpus, settings.data, mlm.tokenizer, mlm.name)
+    encoded = experiment_data.encode_splits(mlm, dataset)
+    features = experiment_data.cached_features(mlm, dataset, encoded, settings.feature_batch_size)
+    _, records = experiment_training.train_emat(mlm, dataset, encoded, features, settings.training)
+    experiment_training.train_gru(mlm, dataset, encoded, features, settings.training)
+    assert _snapshot(folders) == before
+    assert records == training.read_metrics(folders[0])
+
+
+def test_an_option_a_trainer_does_not_take_is_refused_by_name(smoke_root):
+    from helpers import train
+
+    with pytest.raises(ValueError, match="stop_after=2: .*leave --stop-after out"):
+        train.train(["emat"], "smoke", stop_after=2, progress=False)
+    with pytest.raises(ValueError, match="micro_batch=1: .*leave --micro-batch out"):
+        train.train(["sr"], "smoke", micro_batch=1, progress=False)
+    with pytest.raises(ValueError, match="names=.*expected one or more of"):
+        train.train(["bert"], "smoke")

@@ -205,3 +205,32 @@ def length_accuracy(classifier: LengthClassifier, encoded: EncodedSplit, feature
     hits = length_hits(classifier, encoded, features)
     return sum(hits) / len(hits)
 
+
+HEAD_RUNS = ("emat", "emat_new_rows", "gru_lm", "gru", "length")  # :func:`head_run` names, in training order
+
+
+def train_command(profile, seed: int | None, *, progress: bool = True) -> list:
+    """Notebook 06's heads as a command (``python -m helpers.train emat``): the notebook's own calls in its order
+    (sections 1-3: ``masked_lm.load_masked_lm``, ``experiment_data.build_dataset``, ``encode_splits``,
+    ``cached_features``, then :func:`train_emat` on the whole extended matrix and on its new rows only,
+    :func:`train_gru` with its pre-training, :func:`train_length_classifier`), into the notebook's run folders,
+    which it afterwards finds finished. ``seed``: the heads' seed (initial weights and batch order; part of every
+    key) in place of ``settings.training.seed``; the phrase data stay the notebook's. Returns the run folders."""
+    import dataclasses
+
+    from ... import masked_lm, profiles
+    from .experiment_data import build_dataset, cached_features, encode_splits
+
+    settings = profiles.settings_for("emat", profile)
+    heads = settings.training if seed is None else dataclasses.replace(settings.training, seed=seed)
+    mlm = masked_lm.load_masked_lm(profile, settings.masked_lm or "mntp", context_tokens=settings.context_tokens)
+    dataset = build_dataset(profile.corpus, settings.data, mlm.tokenizer, mlm.name)
+    encoded = encode_splits(mlm, dataset)
+    features = cached_features(mlm, dataset, encoded, settings.feature_batch_size)
+    train_emat(mlm, dataset, encoded, features, heads, progress=progress)
+    train_emat(mlm, dataset, encoded, features, heads, train_token_rows=False, progress=progress)
+    train_gru(mlm, dataset, encoded, features, heads, progress=progress)
+    train_length_classifier(mlm, dataset, encoded, features, heads, progress=progress)
+    pretrained = heads.gru_pretrain_steps > 0
+    return [head_run(name, dataset, mlm, heads).path for name in HEAD_RUNS if name != "gru_lm" or pretrained]
+

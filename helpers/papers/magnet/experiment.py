@@ -254,13 +254,15 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
                      blocks: torch.Tensor | None, sentences: Sequence[str] | None, mask_id: int, seed: int = 0,
                      evaluate: Callable | None = None, lora: T.LoraSettings = T.LoraSettings(), four_bit: bool = False,
                      resume: bool = True, snapshot_phases: bool = True, progress: bool = True,
-                     paraphrases: Sequence[str] | None = None, eval_every: int | None = None):
+                     paraphrases: Sequence[str] | None = None, eval_every: int | None = None,
+                     stop_after: int | None = None):
     """Train Eq. 5 through ``phases`` with LoRA on ``helpers.training.train``; returns ``(peft_model, records)``.
 
     ``model`` is a base model (LoRA is added) or a peft model (its adapter keeps training, e.g. the
     MNTP adapter for the LLM2Vec-style SimCSE stage). With ``snapshot_phases`` the adapter is saved at
     the end of every phase but the last to ``run_dir/after_phase<i>`` (Table 6 reads MNTP + MSG there).
-    Rerunning with ``resume`` continues an interrupted run and reuses a finished one.
+    Rerunning with ``resume`` continues an interrupted run and reuses a finished one; ``stop_after`` stops at that
+    step with a checkpoint there, as an interruption would (``training.train``).
     """
     run_dir = Path(run_dir)
     phases = list(phases)
@@ -295,6 +297,8 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
         snapshot = run_dir / f"after_phase{index}"
         if (snapshot / "adapter_config.json").exists() and resume:
             continue
+        if stop_after is not None and stop_after < boundary:  # interrupted inside this phase
+            return peft_model, T.train(peft_model, resume=resume, stop_after=stop_after, **train)
         records = T.train(peft_model, resume=resume, stop_after=boundary, **train)
         resume = True
         reached = max((r["step"] for r in records if "loss" in r), default=0)
@@ -302,7 +306,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
             raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint past step {boundary} but no {snapshot.name}; "
                              "rerun with resume=False")
         T.save_adapter(peft_model, snapshot)
-    records = T.train(peft_model, resume=resume, **train)
+    records = T.train(peft_model, resume=resume, stop_after=stop_after, **train)
     return peft_model, records
 
 
@@ -318,21 +322,28 @@ class TrainedRun:
 
 
 def train_magnet(base, tokenizer, profile, settings: MagnetSettings, views: JointData, *, evaluate: Callable | None = None,
-                 resume: bool = True, progress: bool = True) -> TrainedRun:
+                 resume: bool = True, progress: bool = True, stop_after: int | None = None) -> TrainedRun:
     """MAGNET (§3.3, App. A): both phases of Eq. 5 on ``base`` (phase 1's adapter kept as ``after_phase1``); the final
-    adapter is also saved under ``data/cache/adapters`` with its run key."""
+    adapter is also saved under ``data/cache/adapters`` with its run key once the run is finished."""
     key = run_key(profile, settings)
     run = store.reuse_run(f"03_magnet_{profile.name}", key, resume=resume)
     model, records = joint_experiment(
         base, tokenizer, phases=magnet_phases(settings), settings=settings, run_dir=run.path, blocks=views.blocks,
         sentences=views.sentences, paraphrases=views.paraphrases, mask_id=mask_id_for(tokenizer), seed=profile.seed,
-        evaluate=evaluate, lora=key.lora, four_bit=key.four_bit, resume=resume, progress=progress)
-    T.save_adapter(model, T.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
+        evaluate=evaluate, lora=key.lora, four_bit=key.four_bit, resume=resume, progress=progress,
+        stop_after=stop_after)
+    if _finished(records, sum(phase.steps for phase in magnet_phases(settings))):
+        T.save_adapter(model, T.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
     return TrainedRun(model, records, run.path)
 
 
+def _finished(records: Sequence[dict], steps: int) -> bool:
+    return max((record["step"] for record in records if "loss" in record), default=0) == steps
+
+
 def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: JointData, *,
-                        evaluate: Callable | None = None, resume: bool = True, progress: bool = True) -> TrainedRun:
+                        evaluate: Callable | None = None, resume: bool = True, progress: bool = True,
+                        stop_after: int | None = None) -> TrainedRun:
     """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``training.load_or_train_mntp`` trains a short
     one when notebook 02 has not run), then a fresh LoRA on SSCL alone, λ = (0, 1, 0), for ``simcse_steps`` steps
     with MAGNET's sentences, positives, instruction and last-token encoding, and no MSG."""
@@ -343,7 +354,7 @@ def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: Joi
         mntp_start, tokenizer, phases=[Phase(settings.simcse_steps, 0.0, 1.0, 0.0)], settings=settings,
         run_dir=run.path, blocks=None, sentences=views.sentences, paraphrases=views.paraphrases,
         mask_id=mask_id_for(tokenizer), seed=profile.seed, evaluate=evaluate, lora=key.lora, four_bit=key.four_bit,
-        resume=resume, eval_every=max(1, settings.simcse_steps // 2), progress=progress)
+        resume=resume, eval_every=max(1, settings.simcse_steps // 2), progress=progress, stop_after=stop_after)
     return TrainedRun(model, records, run.path)
 
 
@@ -352,8 +363,14 @@ def ablation_name(run: str) -> str:
     return run.upper().replace("+", " + ")
 
 
+def ablation_run(profile, settings: MagnetSettings, name: str, *, resume: bool = True) -> store.Run:
+    """The run folder of Table 6's ablation ``name`` (one of ``settings.ablation_runs``)."""
+    return store.reuse_run(f"03_ablation_{name.replace('+', '_')}_{profile.name}", run_key(profile, settings),
+                           resume=resume)
+
+
 def train_ablations(tokenizer, profile, settings: MagnetSettings, views: JointData, *, resume: bool = True,
-                    progress: bool = True) -> dict:
+                    progress: bool = True, stop_after: int | None = None) -> dict:
     """Table 6's runs that are not phases of MAGNET (``settings.ablation_runs``, λ from :data:`ABLATION_LAMBDAS`), each
     from a fresh base model for ``phase2_steps`` steps; ``{Table 6 name: peft model}``. Their rows are scored on
     STS-B only, so the settings ask for them only where STS-B loads."""
@@ -361,13 +378,38 @@ def train_ablations(tokenizer, profile, settings: MagnetSettings, views: JointDa
     trained = {}
     for name in settings.ablation_runs:
         fresh, _ = models.load_model(profile.model_name)
-        run = store.reuse_run(f"03_ablation_{name.replace('+', '_')}_{profile.name}", key, resume=resume)
+        run = ablation_run(profile, settings, name, resume=resume)
         trained[ablation_name(name)], _ = joint_experiment(
             fresh, tokenizer, phases=[Phase(settings.phase2_steps, *ABLATION_LAMBDAS[name])], settings=settings,
             run_dir=run.path, blocks=views.blocks, sentences=views.sentences, paraphrases=views.paraphrases,
             mask_id=mask_id_for(tokenizer), seed=profile.seed, lora=key.lora, four_bit=key.four_bit, resume=resume,
-            progress=progress)
+            progress=progress, stop_after=stop_after)
     return trained
+
+
+def train_command(profile, seed: int | None, *, stop_after: int | None = None, progress: bool = True) -> list[Path]:
+    """Notebook 03's trainings as a command (``python -m helpers.train magnet``, under ``accelerate launch`` too):
+    the notebook's own calls in its order (sections 2 and 3: :func:`joint_data`, Fig. 6's evaluation,
+    ``memory.fit_training``, :func:`train_magnet`, :func:`train_llm2vec_style` on notebook 02's MNTP adapter, and
+    Table 6's :func:`train_ablations` where the settings ask for them), so the run folders, their records and the
+    saved adapter are the notebook's, which afterwards finds them finished and only evaluates. ``seed``: the
+    profile's seed (LoRA's initialisation, the views' masks and batches, dropout; part of every key) when given.
+    Returns the run folders."""
+    from ... import memory, profiles
+    from .experiment_table5 import fig6_evaluation
+
+    if seed is not None:
+        profile = profile.replace(seed=seed)
+    settings = profiles.settings_for("magnet", profile)
+    base, tokenizer = models.load_model(profile.model_name)
+    views = joint_data(profile, settings, tokenizer)
+    _, evaluate = fig6_evaluation(profile, settings, tokenizer)
+    settings = memory.fit_training("03", profile, settings)
+    options = dict(resume=True, progress=progress, stop_after=stop_after)
+    folders = [train_magnet(base, tokenizer, profile, settings, views, evaluate=evaluate, **options).path,
+               train_llm2vec_style(tokenizer, profile, settings, views, evaluate=evaluate, **options).path]
+    train_ablations(tokenizer, profile, settings, views, **options)
+    return folders + [ablation_run(profile, settings, name).path for name in settings.ablation_runs]
 
 
 def adapted_model(profile, adapter_dir):

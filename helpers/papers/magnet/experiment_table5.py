@@ -121,6 +121,14 @@ def degeneration_raise_ratio(generations: dict, model: str, reference: str, base
     return float(numerators.sum() / denominators.sum()), float(low), float(high)
 
 
+def fig6_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list[str], Callable]:
+    """Fig. 6's evaluation during training: the validation 5-word prefixes (``settings.curve_prefixes``) and the
+    evaluator that scores the repetition of their greedy generations at every evaluation of a joint run. The one
+    definition notebook 03 and ``python -m helpers.train magnet`` both train with, so their records agree."""
+    prefixes = word_prefixes(profile.corpus, "validation", count=settings.curve_prefixes)
+    return prefixes, degeneration_evaluator(tokenizer, prefixes, settings.gen_new_tokens)
+
+
 def degeneration_evaluator(tokenizer, prefixes: Sequence[str], max_new_tokens: int) -> Callable:
     """An ``evaluate(model)`` for :func:`helpers.training.train`: Fig. 6's Rep-n at each evaluation step."""
     def evaluate(model) -> dict:

@@ -210,6 +210,48 @@ def load_taggers(results, task: str, seed: int, settings: RepetitionSettings) ->
 
 # --------------------------------------------------------------------------- every run of a notebook section
 
+def run_prefix(profile) -> str:
+    """The prefix of notebook 04's tagger run folders under the profile (``runs/04_<profile>_...``)."""
+    return f"04_{profile.name}"
+
+
+def train_command(profile, seed: int | None, *, progress: bool = True) -> list[Path]:
+    """Notebook 04's taggers as a command (``python -m helpers.train sr``): the notebook's own calls in its order
+    (sections 3 and 4: ``experiment_data.load_tagging_data`` per task, ``memory.fit_training``, :func:`run_experiments`
+    over :func:`main_strategies` and then :func:`exit_strategies`), into the notebook's run folders, which it
+    afterwards finds finished. ``seed``: the taggers' seed (initialisation, batch order, dropout; part of every
+    key) in place of the settings' ``seeds`` and ``exit_seeds``; the tagging data stay the notebook's. Under
+    ``accelerate launch`` the runs train one after another, each spread over the processes (``training.train``),
+    rather than in ``settings.workers`` processes of their own. Returns the run folders."""
+    import dataclasses
+
+    from ... import memory, profiles
+    from .experiment_data import load_tagging_data
+
+    settings = profiles.settings_for("sequence_repetition", profile)
+    if seed is not None:
+        settings = dataclasses.replace(settings, seeds=(seed,), exit_seeds=(seed,))
+    if training.launched() is not None:
+        settings = dataclasses.replace(settings, workers=1)
+    model, tokenizer = models.load_model(profile.model_name)
+    num_layers = models.num_layers(model)
+    del model
+    taggings = {task: load_tagging_data(tokenizer, task, settings, profile.corpus, seed=profile.seed, progress=progress)
+                for task in settings.tasks}
+    settings = memory.fit_training("04", profile, settings)
+    plans = [(taggings, main_strategies(settings), settings.seeds),
+             ({task: taggings[task] for task in settings.exit_tasks}, exit_strategies(settings, num_layers),
+              settings.exit_seeds)]
+    folders = []
+    for by_task, strategies, seeds in plans:
+        run_experiments(by_task, strategies, seeds, settings, model_name=profile.model_name,
+                        run_prefix=run_prefix(profile), progress=progress)
+        folders += [tagger_run(by_task[task], strategy, settings, model_name=profile.model_name, seed=seed,
+                               run_prefix=run_prefix(profile)).path
+                    for task in by_task for strategy in strategies for seed in seeds]
+    return folders
+
+
 def main_strategies(settings: RepetitionSettings) -> list[Strategy]:
     """SR for each r of the settings, then the unmasking baselines (§3.4)."""
     return [Strategy("sr", r) for r in settings.repeats] + [Strategy(kind) for kind in settings.baselines]
