@@ -41,6 +41,7 @@ TWO_PROCESSES = ("ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_proce
 INTERRUPTED = TWO_PROCESSES + " --stop-after 2"
 NOTEBOOK_RUNS = "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m helpers.train mntp mtp --profile smoke"
 SEED_STUDY = "python -m helpers.train mntp --profile smoke --seeds 0 1 --parallel 2"
+PAPER_RUNS = "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m helpers.train magnet emat --profile smoke"
 RELATIVE_TOLERANCE = 1e-5  # on every logged number
 ADAPTER_TOLERANCE = 1e-3  # on each adapter tensor, relative to its norm
 RUN_FILES = {".lock", "settings.json", "metrics.jsonl", "checkpoint/state.pt"}
@@ -207,7 +208,7 @@ def test_a_seed_study_runs_one_process_per_seed_into_its_own_folder(tmp_path):
 def test_the_readme_gives_the_commands_these_tests_run():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
-    for line in (ONE_PROCESS, TWO_PROCESSES, INTERRUPTED, NOTEBOOK_RUNS, SEED_STUDY):
+    for line in (ONE_PROCESS, TWO_PROCESSES, INTERRUPTED, NOTEBOOK_RUNS, SEED_STUDY, PAPER_RUNS):
         assert line in section, line
 
 
@@ -328,3 +329,19 @@ def test_an_option_a_trainer_does_not_take_is_refused_by_name(smoke_root):
         train.train(["sr"], "smoke", micro_batch=1, progress=False)
     with pytest.raises(ValueError, match="names=.*expected one or more of"):
         train.train(["bert"], "smoke")
+
+
+def test_magnet_and_emat_under_two_processes_log_each_step_once(tmp_path):
+    root = new_root(tmp_path)
+    output = run_command(PAPER_RUNS, root).stdout
+    heads = sorted((root / "runs").glob("06_*"))
+    assert [run.name.rsplit("_", 1)[0] for run in heads] == ["06_emat", "06_emat_new_rows", "06_gru", "06_gru_lm",
+                                                               "06_length"]
+    runs = [only_run(root, "03_magnet_smoke_"), only_run(root, "03_llm2vec_simcse_smoke_"), *heads]
+    for run in runs:
+        steps = [record["step"] for record in training.read_metrics(run) if "loss" in record]
+        assert steps == list(range(1, len(steps) + 1)) and steps, (run, steps)  # each step once, not once per process
+        assert f"{run}: step {steps[-1]} of {steps[-1]}" in output
+    components = [json.loads(line) for line in (runs[0] / "components.jsonl").read_text().splitlines()]
+    pairs = [(record["step"], record["micro"]) for record in components]
+    assert len(pairs) == len(set(pairs))  # each micro-batch's Eq. 5 parts once, by whichever process computed it
