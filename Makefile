@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 WORKBOOK_PROFILE ?=
 
-.PHONY: setup git-filter reproduce test benchmark strip clean clean-runs
+.PHONY: setup git-filter reproduce study test benchmark strip clean clean-runs
 
 setup: $(VENV)/.installed git-filter
 	$(PY) -m helpers.assets
@@ -35,6 +35,12 @@ $(VENV)/.installed: pyproject.toml
 
 reproduce: setup
 	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/reproduce.py
+
+# The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
+STUDY_SEEDS ?= 0 1 2
+STUDY_NOTEBOOKS ?= notebooks/02_mntp_vs_mtp.ipynb notebooks/03_magnet.ipynb
+study: setup
+	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/study.py $(STUDY_NOTEBOOKS) --seeds $(STUDY_SEEDS)
 
 test: setup
 	WORKBOOK_PROFILE=smoke $(PY) -m pytest tests notebooks --nbmake -q -p no:cacheprovider

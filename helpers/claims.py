@@ -22,6 +22,7 @@ table and result tables are the ones the committed files give.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import math
@@ -29,6 +30,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+import numpy as np
 
 from . import store
 
@@ -114,6 +117,7 @@ class Claim:
     baseline: str = ""
     baseline_works: bool | None = None
     confound: str = ""
+    value: float | None = None  # the point estimate the interval is around: what a seed study averages over seeds
 
     def __post_init__(self):
         _check_notebook(self.notebook)
@@ -175,6 +179,9 @@ class Claim:
         if self.baseline and not isinstance(self.baseline_works, bool):
             raise ValueError(f"baseline={self.baseline!r} needs baseline_works=True or False: was it shown to work "
                              "(it beats a simpler baseline, or its own curve has flattened)?")
+        if self.value is not None and (isinstance(self.value, bool) or not isinstance(self.value, (int, float))
+                                       or not math.isfinite(self.value)):
+            raise ValueError(f"value={self.value!r} must be a finite number (the row's point estimate) or None")
         if not isinstance(self.confound, str):
             raise ValueError(f"confound={self.confound!r} must be a string saying what confounds the row, or ''")
         if self.plateau is not None and len(tuple(self.plateau)) != 4:
@@ -333,6 +340,17 @@ def claims_dir(profile: str) -> Path:
     return runs_dir() / "claims" / profile
 
 
+def study_dir(profile: str, seed: int) -> Path:
+    """Where one seed of a seed study writes its claims: ``runs/claims/<profile>/seed-<seed>/``."""
+    return claims_dir(profile) / f"seed-{int(seed)}"
+
+
+def profiles_study_seed() -> int | None:
+    from . import profiles
+
+    return profiles.study_seed()
+
+
 def ledger_path() -> Path:
     from .paths import repo_root
 
@@ -418,6 +436,14 @@ def check_provenance(origin: dict | None, profile: str, where: str) -> None:
     if origin.get("profile") != profile:
         raise ProvenanceError(f"notebook {where}'s claims were computed under the {origin.get('profile')!r} profile, "
                               f"not {profile!r}; {rerun}")
+    if "study" in origin:
+        for seed, seed_origin in sorted(origin["study"].items()):
+            expected = store.fingerprint(profiles.get(profile).replace(seed=int(seed)))
+            if not isinstance(seed_origin, dict) or seed_origin.get("profile_fingerprint") != expected:
+                raise ProvenanceError(f"notebook {where}'s seed study: seed {seed}'s claims were computed under other "
+                                      f"{profile}-profile settings than the profile with seed {seed}; run the study "
+                                      f"again (make study)")
+        return
     expected = store.fingerprint(profiles.get(profile))
     if origin.get("profile_fingerprint") != expected:
         raise ProvenanceError(f"notebook {where}'s claims were computed under other {profile}-profile settings "
@@ -496,7 +522,12 @@ def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None =
     if (origin["mntp_adapter"] or {}).get("source") == "fallback":
         print(f"[claims] notebook {notebook}'s rows rest on the short fallback MNTP adapter (notebook 02 had not run); "
               "their provenance says so")
-    path = claims_dir(origin["profile"]) / f"{notebook}.json"
+    study_seed = profiles_study_seed()
+    folder = claims_dir(origin["profile"])
+    if study_seed is not None:  # one seed of a seed study: its own file, never the single-seed one
+        origin["study_seed"] = study_seed
+        folder = study_dir(origin["profile"], study_seed)
+    path = folder / f"{notebook}.json"
     store.write_text(path, _rows_to_json(rows, notebook=notebook, profile=origin["profile"], provenance=origin,
                                           written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
     return path
@@ -594,25 +625,37 @@ def table(rows: Sequence[Claim]):
 
 # --- The committed ledger and the README ---
 
-def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None, readme: Path | None = None) -> list[Claim]:
+def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None, readme: Path | None = None,
+           *, study: bool = False) -> list[Claim]:
     """Merge ``runs/claims/<profile>/*.json`` into the committed ledger (the rows of every notebook found there
     replace that notebook's rows) and its result tables (``<notebook>_<name>.json``) into ``claims/tables_cpu.json``
     (the tables of every notebook found there replace that notebook's tables; a notebook not rerun keeps its own),
-    rewrite the README's claims table and result tables from them, and return the ledger's rows."""
+    rewrite the README's claims table and result tables from them, and return the ledger's rows.
+
+    A notebook whose ledger rows come from a seed study (``scripts/study.py``, ``study=True``) keeps them when a
+    single-seed run is gathered: that run's trained values are compared with the study's seed range instead
+    (:func:`seed_range_report`, printed)."""
     from .paths import repo_root
 
     if profile != LEDGER_PROFILE:
         raise ValueError(f"profile={profile!r}: the committed ledger is the {LEDGER_PROFILE!r} profile's")
     finish_interrupted_gather(readme)
     fresh, origins = {}, read_provenance()
+    ledger = ledger_path()
     for path in sorted(claims_dir(profile).glob("[0-9][0-9].json")):
         if notebooks is None or path.stem in notebooks:
             payload = _read_payload(path)
             check_provenance(payload.get("provenance"), profile, path.stem)  # before anything is written
+            if not study and "study" in origins.get(path.stem, {}) and "study" not in payload["provenance"]:
+                kept_study = [row for row in read_rows(ledger) if row.notebook == path.stem]
+                print(f"[claims] notebook {path.stem}: the ledger keeps its seed study's rows "
+                      f"({len(origins[path.stem]['seeds'])} seeds); this single-seed run against them:")
+                for line in seed_range_report(payload["claims"], kept_study):
+                    print("   ", line)
+                continue
             fresh[path.stem], origins[path.stem] = payload["claims"], payload["provenance"]
     fresh_tables = [read_table(path) for path in sorted(claims_dir(profile).glob("[0-9][0-9]_*.json"))
                     if notebooks is None or path.name[:2] in notebooks]
-    ledger = ledger_path()
     kept = [row for row in (read_rows(ledger) if ledger.exists() else []) if row.notebook not in fresh]
     rows = sorted(kept + [row for group in fresh.values() for row in group], key=lambda row: row.notebook)
     origins = {notebook: origin for notebook, origin in sorted(origins.items()) if any(r.notebook == notebook for r in rows)}
@@ -625,6 +668,113 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
                           tables_path(): _tables_to_json(tables, profile),
                           readme: text}, _journal())
     return rows
+
+
+STUDY_MIN_SEEDS = 3  # a row that rests on training needs at least this many seeds in a study
+
+
+def _row_key(row: Claim) -> tuple:
+    """What names a claim across seeds: its paper, where and quantity (its text may carry per-seed numbers)."""
+    return row.notebook, row.paper, row.where, row.quantity or row.claim
+
+
+def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
+    """One trained row from its per-seed rows: the seed mean, and a t interval over seeds with the examples nested.
+
+    Every seed scores the same test examples, so the spread of the seeds' values is the training's own (initial
+    weights, data order, dropout), and each seed's interval holds the examples' share. The half-width is
+    ``sqrt(h_seeds² + mean(h_i²))``: ``h_seeds`` the Student-t half-width of the seed mean (S - 1 degrees of freedom),
+    ``h_i`` seed i's own half-width over the examples. The examples' part of the seed mean's variance is at most the
+    mean of the seeds' (equal when the seeds agree perfectly), so the interval does not understate it."""
+    from . import metrics
+
+    first = group[0]
+    values = [row.value for row in group]
+    if any(value is None for value in values):
+        raise ValueError(f"notebook {first.notebook}, {first.where} ({first.quantity or first.claim}): a trained row "
+                         "records no value= (its point estimate), so seeds cannot be averaged; give value= in its "
+                         "report's claims()")
+    mean, seed_half = metrics.mean_ci95(values)
+    example_half = float(np.mean([((row.high - row.low) / 2) ** 2 for row in group])) ** 0.5
+    half = (seed_half ** 2 + example_half ** 2) ** 0.5
+    moving = [row for row in group if row.still_improving]
+    each = ", ".join(f"{seed}: {_number(value)}" for seed, value in zip(seeds, values))
+    return dataclasses.replace(
+        first, verdict="", value=mean, low=mean - half, high=mean + half, n_seeds=len(group), seed_values=tuple(values),
+        ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
+        method=f"t over {len(group)} training seeds, with {first.method} nested",
+        plateau=(moving[0] if moving else first).plateau)
+
+
+def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
+    """A seed study's rows: for each claim of the notebook, its rows from every seed made one (in seed ``min``'s order).
+
+    A row that rests on training (``trained=True``) becomes the seed mean with :func:`_seed_combined`'s interval, its
+    ``n_seeds`` and ``seed_values``, and needs at least :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if
+    it holds on every seed; any other row (it does not rest on the seed) is seed ``min``'s. The verdict follows by
+    the one rule. A claim missing from a seed, or found twice in one, is an error naming it and the seed."""
+    seeds = sorted(rows_by_seed)
+    if not seeds:
+        raise ValueError("rows_by_seed is empty; a seed study needs the rows of at least one seed")
+    keyed = {}
+    for seed in seeds:
+        keyed[seed] = {}
+        for row in rows_by_seed[seed]:
+            if _row_key(row) in keyed[seed]:
+                raise ValueError(f"seed {seed} has two rows for {_row_key(row)}; give them distinct quantity= names")
+            keyed[seed][_row_key(row)] = row
+    order = [_row_key(row) for row in rows_by_seed[seeds[0]]]
+    for seed in seeds:
+        unknown = sorted(set(keyed[seed]) - set(order), key=str)
+        missing = [key for key in order if key not in keyed[seed]]
+        if unknown or missing:
+            raise ValueError(f"seed {seed}'s rows differ from seed {seeds[0]}'s: missing {missing}, extra {unknown}; "
+                             "every seed must run the same notebook under the same settings")
+    combined = []
+    for key in order:
+        group = [keyed[seed][key] for seed in seeds]
+        first = group[0]
+        if first.kind == DEFINITION:
+            combined.append(next((row for row in group if not row.holds), first))
+        elif not first.trained:
+            combined.append(first)
+        elif len(seeds) < STUDY_MIN_SEEDS:
+            raise ValueError(f"{key}: a row that rests on training needs at least {STUDY_MIN_SEEDS} seeds; the study "
+                             f"has {seeds}")
+        else:
+            combined.append(_seed_combined(group, seeds))
+    return combined
+
+
+def study_provenance(origins: dict[int, dict], profile: str) -> dict:
+    """The provenance of a seed study's rows: each seed's own, under ``study`` (``check_provenance`` verifies each
+    against the profile with that seed), and the seeds."""
+    from . import profiles
+
+    first = origins[min(origins)]
+    return {"profile": profile, "profile_fingerprint": store.fingerprint(profiles.get(profile)),
+            "seeds": sorted(int(seed) for seed in origins), "study": {str(seed): origins[seed] for seed in sorted(origins)},
+            "commit": first.get("commit"), "dirty": any(origin.get("dirty") for origin in origins.values()),
+            "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter")}
+
+
+def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[str]:
+    """For each trained row of a single-seed run: whether its value lies inside the study's seed range
+    (min..max of the study row's ``seed_values``)."""
+    ranges = {_row_key(row): row.seed_values for row in study if row.seed_values}
+    lines = []
+    for row in single:
+        if not row.trained or row.value is None:
+            continue
+        span = ranges.get(_row_key(row))
+        if not span:
+            lines.append(f"{row.where} ({row.quantity or row.claim}): {_number(row.value)}; no study row")
+            continue
+        inside = min(span) <= row.value <= max(span)
+        lines.append(f"{row.where} ({row.quantity or row.claim}): {_number(row.value)} "
+                     f"{'inside' if inside else 'OUTSIDE'} the study's seed range [{_number(min(span))}, "
+                     f"{_number(max(span))}] ({len(span)} seeds)")
+    return lines
 
 
 def _journal() -> Path:

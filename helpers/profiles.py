@@ -18,6 +18,7 @@ import torch
 
 PROFILE_NAMES = ("smoke", "cpu", "gpu", "paper")
 ENV_VAR = "WORKBOOK_PROFILE"
+SEED_VAR = "WORKBOOK_SEED"  # the seed study's one switch: the profile's seed (scripts/study.py sets it per seed)
 
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 TINY_RANDOM_MODEL = "tiny-random:llama"
@@ -87,9 +88,27 @@ def get(name: str) -> Profile:
     return _PROFILES[name]
 
 
+def study_seed() -> int | None:
+    """The seed study's seed, ``WORKBOOK_SEED`` (None when unset or blank): an error names the variable."""
+    raw = os.environ.get(SEED_VAR)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        seed = int(raw.strip())
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise ValueError(f"{SEED_VAR}={raw!r} must be a whole number >= 0 (a seed of the seed study), or unset")
+    return seed
+
+
 def current() -> Profile:
-    """The profile selected by ``WORKBOOK_PROFILE`` (read once per call, parsed explicitly)."""
-    return get(parse_profile_name(os.environ.get(ENV_VAR)))
+    """The profile selected by ``WORKBOOK_PROFILE`` (read once per call, parsed explicitly), with ``WORKBOOK_SEED``'s
+    seed when set. The profile's seed is part of every run key that rests on it (MNTP and MTP's runs, MAGNET's, their
+    adapters), so each seed of a study trains and finds its own runs; unset, nothing changes."""
+    profile = get(parse_profile_name(os.environ.get(ENV_VAR)))
+    seed = study_seed()
+    return profile if seed is None else profile.replace(seed=seed)
 
 
 PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")

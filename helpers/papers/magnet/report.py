@@ -182,7 +182,8 @@ def _claim(where: str, claim: str, paper_value: str, value: float, low: float, h
     """A notebook-03 row; ``rule`` says what the paper claims (direction, threshold, kind, trained, check, ...) and
     :func:`helpers.claims.verdict_of` turns it and the interval into the verdict."""
     return ledger.Claim(notebook="03", paper="000", where=where, claim=claim, paper_value=paper_value,
-                        ours=fmt.format(value), low=float(low), high=float(high), method=method, n=int(n), **rule)
+                        ours=fmt.format(value), low=float(low), high=float(high), value=float(value), method=method,
+                        n=int(n), **rule)
 
 
 def _probe_check(probes: ProbeStudy, rows: dict) -> str:

@@ -105,7 +105,7 @@ def _accuracy_claim(hits: dict, step0_gap: float | None = None) -> C.Claim:
                              "" if step0_gap is None else f"; {step0_gap:+.1f} points of it exist at step 0, before any "
                              "training. The paper's point is that MTP's held-out accuracy falls as its loss converges; "
                              "here it is compared at the end of a short run"), paper_value=PAPER["mntp_minus_mtp_accuracy"],
-                   ours=f"{value:+.1f}", low=float(low), high=float(high),
+                   ours=f"{value:+.1f}", low=float(low), high=float(high), value=value,
                    method=f"paired bootstrap over {blocks} held-out blocks", n=blocks, direction=1, trained=True,
                    figure=FIGURE, quantity="accuracy, MNTP - MTP (points)")
 

@@ -1,0 +1,105 @@
+"""The seed study: run notebooks once per seed and write the committed ledger from every seed's claims.
+
+Each seed runs the chosen notebooks under ``WORKBOOK_SEED=<seed>`` (the profile's seed: every run key that rests on it,
+so each seed trains and finds its own runs), writing its claims to ``runs/claims/<profile>/seed-<seed>/``. A (seed,
+notebook) whose claims file is there, computed under the profile with that seed, is not run again: an interrupted
+study resumes where it stopped. Then each notebook's rows are combined over the seeds (``helpers.claims.combine_seeds``:
+a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
+and gathered into ``claims/ledger_cpu.json`` and the README, marked as a study; a later single-seed ``make reproduce``
+keeps them and prints whether its values fall inside the study's seed range.
+
+Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reproduce import ROOT, execute  # noqa: E402  (the one notebook executor)
+
+
+def seed_is_done(profile_name: str, seed: int, notebook: str) -> bool:
+    """Whether ``seed``'s claims of ``notebook`` are there, computed under the profile with that seed."""
+    from helpers import claims, profiles, store
+
+    path = claims.study_dir(profile_name, seed) / f"{notebook}.json"
+    if not path.exists():
+        return False
+    origin = claims._read_payload(path).get("provenance") or {}
+    return origin.get("profile_fingerprint") == store.fingerprint(profiles.get(profile_name).replace(seed=seed))
+
+
+def combine(profile_name: str, seeds: list[int], notebook: str) -> Path:
+    """Combine ``notebook``'s per-seed claims into ``runs/claims/<profile>/<notebook>.json``, marked as a study."""
+    from helpers import claims, store
+
+    payloads = {seed: claims._read_payload(claims.study_dir(profile_name, seed) / f"{notebook}.json") for seed in seeds}
+    rows = claims.combine_seeds({seed: payload["claims"] for seed, payload in payloads.items()})
+    origin = claims.study_provenance({seed: payload["provenance"] for seed, payload in payloads.items()}, profile_name)
+    path = claims.claims_dir(profile_name) / f"{notebook}.json"
+    store.write_text(path, claims._rows_to_json(rows, notebook=notebook, profile=profile_name, provenance=origin,
+                                                written=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())))
+    return path
+
+
+def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
+    """Run ``paths`` once per seed (skipping finished ones), then combine and gather. Returns the exit code."""
+    os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
+    from helpers import claims, profiles
+    from helpers.paths import runs_dir
+
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ValueError(f"seeds={seeds!r} must be one or more distinct seeds")
+    profile = profiles.get(profiles.parse_profile_name(os.environ.get(profiles.ENV_VAR)))
+    failed = {}
+    for seed in seeds:
+        for path in paths:
+            notebook = path.name[:2]
+            if seed_is_done(profile.name, seed, notebook):
+                print(f"[seed {seed}] {path.name}: done earlier", flush=True)
+                continue
+            out_dir = runs_dir() / "notebooks" / f"seed-{seed}"
+            os.environ[profiles.SEED_VAR] = str(seed)
+            try:
+                start = time.perf_counter()
+                print(f"[seed {seed}] running {path.name} ...", flush=True)
+                error = runner(path, out_dir, timeout)
+            finally:
+                del os.environ[profiles.SEED_VAR]
+            print(f"[seed {seed}] {path.name}: {time.perf_counter() - start:.1f} s" + (f"  FAILED ({error})" if error else ""),
+                  flush=True)
+            if error:
+                failed[(seed, path.name)] = error
+    done = [path.name[:2] for path in paths
+            if all(seed_is_done(profile.name, seed, path.name[:2]) for seed in seeds)]
+    for notebook in done:
+        combine(profile.name, seeds, notebook)
+    if done and profile.name == claims.LEDGER_PROFILE:
+        rows = claims.gather(notebooks=done, study=True)
+        print(f"claims ledger {claims.ledger_path()}: the seed study of notebooks {', '.join(done)} ({len(seeds)} seeds) "
+              f"gathered; {claims.headline(rows)}")
+    if failed:
+        print("failed (rerun the study: finished seeds are kept): "
+              + "; ".join(f"seed {seed} {name}: {error}" for (seed, name), error in failed.items()), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebooks", nargs="+", help="the notebooks to study, e.g. notebooks/02_*.ipynb")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the seeds (default 0 1 2)")
+    arguments = parser.parse_args(argv)
+    paths = [Path(name).resolve() for name in arguments.notebooks]
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        parser.error(f"notebooks not found: {missing}")
+    return study(paths, arguments.seeds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
