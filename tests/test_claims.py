@@ -355,3 +355,70 @@ def test_a_summary_rerun_after_the_parameters_changed_is_refused(tmp_path, monke
         claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=params)
     changed.computed("training")
     claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=changed)
+
+
+# --- the seed study
+
+TRAINED = dict(ROW, notebook="02", paper="000", direction=1, low=1.0, high=3.0, value=2.0, trained=True, quantity="gain",
+               plateau=(0.0, -1.0, 1.0, 8))
+
+
+def _seeds(values, half=1.0, **change):
+    return {seed: [claims.Claim(**{**TRAINED, "value": value, "low": value - half, "high": value + half, **change}),
+                   claims.Claim(**{**DEFINITION, "notebook": "02"})]
+            for seed, value in enumerate(values)}
+
+
+def test_a_trained_row_becomes_the_seed_mean_with_the_seed_spread_in_its_interval():
+    import numpy as np
+    from scipy import stats
+
+    combined, definition = claims.combine_seeds(_seeds([2.0, 2.5, 3.0]))
+    assert combined.value == pytest.approx(2.5) and combined.n_seeds == 3 and combined.seed_values == (2.0, 2.5, 3.0)
+    seed_half = stats.t.ppf(0.975, 2) * np.std([2.0, 2.5, 3.0], ddof=1) / np.sqrt(3)
+    assert combined.high - combined.value == pytest.approx((seed_half ** 2 + 1.0) ** 0.5)
+    assert "3 training seeds" in combined.method and combined.verdict == "reproduced"
+    assert definition.verdict == "holds"
+    # the same per-seed intervals, spread further apart: a wider interval, and here no longer on the paper's side
+    spread, _ = claims.combine_seeds(_seeds([-1.0, 2.5, 6.0]))
+    assert spread.high - spread.low > combined.high - combined.low and spread.verdict == "inconclusive"
+
+
+def test_a_seed_study_refuses_what_it_cannot_average():
+    with pytest.raises(ValueError, match="at least 3 seeds"):
+        claims.combine_seeds(_seeds([2.0, 2.5]))
+    with pytest.raises(ValueError, match="records no value="):
+        claims.combine_seeds(_seeds([2.0, 2.5, 3.0], value=None))
+    missing = _seeds([2.0, 2.5, 3.0])
+    missing[2] = missing[2][1:]
+    with pytest.raises(ValueError, match="seed 2's rows differ from seed 0's: missing"):
+        claims.combine_seeds(missing)
+    failing = _seeds([2.0, 2.5, 3.0])
+    failing[1][1] = claims.Claim(**{**DEFINITION, "notebook": "02", "holds": False})
+    assert claims.combine_seeds(failing)[1].verdict == "fails"  # a definition holds only if it holds on every seed
+    assert claims.combine_seeds({0: [claims.Claim(**ROW)]})[0] == claims.Claim(**ROW)  # not trained: seed 0's
+
+
+def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_single_seed(tmp_path, monkeypatch,
+                                                                                              capsys):
+    import importlib.util
+
+    from helpers import profiles
+
+    _workbook(tmp_path, monkeypatch)
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    for seed in (0, 1, 2):
+        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
+        path = claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current())
+        assert path == claims.study_dir("cpu", seed) / "02.json"
+    monkeypatch.delenv(profiles.SEED_VAR)
+    spec = importlib.util.spec_from_file_location("study", Path(__file__).resolve().parents[1] / "scripts" / "study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    study.combine("cpu", [0, 1, 2], "02")
+    rows = claims.gather(study=True)
+    assert rows[0].n_seeds == 3 and claims.provenance_problems() == []
+    claims.record([claims.Claim(**{**TRAINED, "value": 9.0, "low": 8.0, "high": 10.0})], "02", profiles.current())
+    after = claims.gather()  # a single-seed rerun: compared with the study, not written over it
+    assert after == rows
+    assert "9 OUTSIDE the study's seed range [2, 4] (3 seeds)" in capsys.readouterr().out

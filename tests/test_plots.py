@@ -48,3 +48,17 @@ def test_the_claims_file_records_the_fingerprint_the_figures_carry(tmp_path, mon
     path = claims.record([row], "05", profiles.current(), parameters=made)
     assert claims._read_payload(path)["provenance"]["parameters"] == made.fingerprint
     assert core.figure_stamp("05_ablation").endswith(made.fingerprint)
+
+
+def test_a_seed_studys_figures_go_beside_the_committed_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.setenv(profiles.SEED_VAR, "2")
+    for marker in ("helpers", "notebooks"):
+        (tmp_path / marker).mkdir()
+    (tmp_path / "pyproject.toml").touch()
+    fig, ax = plt.subplots()
+    path = core.save_figure(fig, "02_example")
+    assert path == tmp_path / "figures" / "study" / "seed-2" / "02_example.png"
+    assert "profile cpu (study seed 2)" in Image.open(path).info["Description"]
+    plt.close(fig)

@@ -31,9 +31,11 @@ STAMP_ID = "workbook-run-stamp"  # the gid of the stamp's text artist, so that a
 
 
 def figure_stamp(name: str) -> str:
-    """What run a figure ``<NN>_...`` shows: the profile and the fingerprint of notebook NN's parameters cell (the
-    ``parameters`` field of its claims file's provenance), or that no parameters cell ran in this kernel."""
+    """What run a figure ``<NN>_...`` shows: the profile (and a study's seed) and the fingerprint of notebook NN's
+    parameters cell (the ``parameters`` field of its claims file's provenance), or that no parameters cell ran."""
     profile = profiles.current().name
+    if profiles.study_seed() is not None:
+        profile += f" (study seed {profiles.study_seed()})"
     notebook = name[:2] if name[:2].isdigit() else ""
     made = claims.current_parameters(notebook) if notebook else None
     where = f"notebook {notebook} · " if notebook else ""
@@ -53,11 +55,14 @@ def save_figure(fig: plt.Figure, name: str) -> Path:
 
     The figure is stamped (a small grey line at its foot, and the PNG's ``Description``) with :func:`figure_stamp`,
     so a figure left from earlier parameters says so. The smoke profile writes to ``figures/smoke/`` (git-ignored),
-    so tests never overwrite real figures.
+    so tests never overwrite real figures, and a seed study's seed (``WORKBOOK_SEED``) to ``figures/study/seed-<s>/``
+    (git-ignored), so the committed figures stay the single-seed run's.
     """
     if not name or "/" in name or name.endswith(".png"):
         raise ValueError(f"name={name!r} must be a bare figure name such as '01_magnet_masks'")
     folder = figures_dir() / "smoke" if profiles.current().name == "smoke" else figures_dir()
+    if profiles.study_seed() is not None:  # a seed study's seed: beside the committed figures, never over them
+        folder = folder / "study" / f"seed-{profiles.study_seed()}"
     path = folder / f"{name}.png"
     stamp = figure_stamp(name)
     _stamp(fig, stamp)

@@ -1,0 +1,24 @@
+"""helpers.profiles: WORKBOOK_PROFILE picks the profile, WORKBOOK_SEED (the seed study) its seed, nothing else."""
+import pytest
+
+from helpers import profiles, store
+
+
+def test_the_study_seed_changes_only_the_profiles_seed_and_unset_changes_nothing(monkeypatch):
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.delenv(profiles.SEED_VAR, raising=False)
+    plain = profiles.current()
+    assert plain == profiles.get("cpu") and store.fingerprint(plain) == store.fingerprint(profiles.get("cpu"))
+    monkeypatch.setenv(profiles.SEED_VAR, "2")
+    seeded = profiles.current()
+    assert seeded.seed == 2 and seeded.replace(seed=0) == plain
+    assert store.fingerprint(seeded) != store.fingerprint(plain)  # every key that holds the profile moves with it
+    monkeypatch.setenv(profiles.SEED_VAR, " ")
+    assert profiles.current() == plain
+
+
+@pytest.mark.parametrize("raw", ["a", "-1", "1.5"])
+def test_a_bad_study_seed_is_refused_by_name(monkeypatch, raw):
+    monkeypatch.setenv(profiles.SEED_VAR, raw)
+    with pytest.raises(ValueError, match=f"WORKBOOK_SEED={raw!r} must be a whole number"):
+        profiles.current()

@@ -1,0 +1,59 @@
+"""scripts/study.py: each (seed, notebook) runs once, under WORKBOOK_SEED; an interrupted study resumes; a failed
+seed is named and the exit code is 1."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from helpers import claims, profiles
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _study_module():
+    spec = importlib.util.spec_from_file_location("study", ROOT / "scripts" / "study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def workbook(tmp_path, monkeypatch):
+    for marker in ("helpers", "notebooks"):
+        (tmp_path / marker).mkdir()
+    (tmp_path / "pyproject.toml").touch()
+    (tmp_path / "README.md").write_text(f"{claims.README_BEGIN}\n{claims.README_END}\n")
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.delenv(profiles.SEED_VAR, raising=False)
+    return tmp_path
+
+
+def _fake_notebook(calls, fail_seed=None):
+    """Stands for executing notebook 02: records a trained row whose value depends on the seed it ran under."""
+    def runner(path, out_dir, timeout):
+        seed = profiles.study_seed()
+        calls.append((seed, path.name))
+        if seed == fail_seed:
+            return "RuntimeError: killed"
+        row = claims.Claim(notebook="02", paper="000", where="Fig. 7", claim="MNTP beats MTP", paper_value="+",
+                           ours="x", low=seed, high=seed + 2.0, value=seed + 1.0, method="bootstrap", n=10,
+                           trained=True, quantity="accuracy")
+        claims.record([row], "02", profiles.current())
+        return None
+    return runner
+
+
+def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook):
+    study = _study_module()
+    notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    calls = []
+    assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls, fail_seed=2)) == 1  # seed 2 was killed
+    assert calls == [(0, notebook.name), (1, notebook.name), (2, notebook.name)]
+    assert not claims.ledger_path().exists()  # nothing gathered from an unfinished study
+    calls.clear()
+    assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
+    assert calls == [(2, notebook.name)]  # seeds 0 and 1 were kept
+    row, = claims.read_rows(claims.ledger_path())
+    assert row.seed_values == (1.0, 2.0, 3.0) and row.value == pytest.approx(2.0)
+    assert profiles.study_seed() is None  # the variable does not outlive the study
