@@ -52,7 +52,10 @@ def check_objective(objective: str) -> str:
 def resolve_mask_token(tokenizer, choice: str = "underscore", model=None) -> int:
     """The mask token id for ``choice``; the default is "underscore", MAGNET's "_" for LLaMA-2 (App. A).
 
-    - "underscore": the vocabulary's own "_" (must be one token);
+    - "underscore": the vocabulary's own "_" piece, as LLM2Vec sets it (``tokenizer.mask_token = "_"``, which
+      MAGNET's MNTP follows): on LLaMA-2 the bare piece "_" (id 29918), not "▁_" (id 903), which a SentencePiece
+      tokenizer makes of the *text* "_" by prefixing a word boundary. A vocabulary without that piece falls back
+      to the text "_", which must then encode to one token;
     - "added": a new ``<mask>`` special token; with ``model`` given, the embedding matrix grows by one
       row initialised to the **mean of all existing input embeddings** (and so does an untied LM head);
     - "eos": the end-of-sequence token (decoders without a spare token).
@@ -64,6 +67,9 @@ def resolve_mask_token(tokenizer, choice: str = "underscore", model=None) -> int
             raise ValueError("mask_token='eos' but the tokenizer has no eos token; use 'added'")
         return int(tokenizer.eos_token_id)
     if choice == "underscore":
+        piece = tokenizer.get_vocab().get("_")
+        if piece is not None:
+            return int(piece)
         ids = tokenizer("_", add_special_tokens=False).input_ids
         if len(ids) != 1:
             raise ValueError(f"mask_token='underscore' but '_' is {len(ids)} tokens in this vocabulary; use 'added'")

@@ -44,3 +44,38 @@ def test_mntp_reads_the_next_token_and_mtp_the_token_itself_on_one_selection():
     assert torch.equal(mntp["labels"][rows, cols - 1], ids[rows, cols])  # Eq. 2: output l predicts token l + 1
     assert (mntp["labels"] != mechanism.IGNORE_INDEX).sum() == (mtp["labels"] != mechanism.IGNORE_INDEX).sum() \
         == selected.sum()
+
+def _llama2_like_tokenizer():
+    """A stand-in with LLaMA-2's tokenizer schema (SentencePiece BPE as ``tokenizer.json`` writes it: a "▁" word
+    boundary prepended by the normalizer) and both of its underscore pieces at their LLaMA-2 ids: "▁_" = 903 (what
+    the text "_" encodes to) and the bare "_" = 29918 (what ``tokenizer.mask_token = "_"`` names)."""
+    from tokenizers import Tokenizer, models as tm, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 29871, "▁_": 903, "_": 29918}
+    taken = set(vocab.values())
+    vocab.update({f"<filler{i}>": i for i in range(32000) if i not in taken})
+    model = tm.BPE(vocab=vocab, merges=[("▁", "_")], unk_token="<unk>")
+    backend = Tokenizer(model)
+    backend.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def test_the_underscore_mask_is_llm2vecs_bare_piece_not_the_encoded_text():
+    """App. A's "_" is LLM2Vec's ``tokenizer.mask_token = "_"``: the vocabulary's bare piece (29918 on LLaMA-2),
+    whereas encoding the text "_" prepends SentencePiece's word boundary and gives "▁_" (903)."""
+    tokenizer = _llama2_like_tokenizer()
+    assert tokenizer("_", add_special_tokens=False).input_ids == [903]  # the trap: the text "_" is "▁_"
+    assert mechanism.resolve_mask_token(tokenizer, "underscore") == 29918
+    tokenizer.mask_token = "_"  # what LLM2Vec's run_mntp.py does
+    assert tokenizer.mask_token_id == mechanism.resolve_mask_token(tokenizer, "underscore")
+
+
+def test_the_underscore_mask_on_the_workbooks_byte_level_tokenizer_is_unchanged():
+    """SmolLM2's byte-level BPE has one "_" token, which the text "_" also encodes to: the smoke and cpu profiles'
+    mask id does not move."""
+    from helpers import models
+
+    tokenizer = models.load_tokenizer("embedded:smollm2-135m")
+    (encoded,) = tokenizer("_", add_special_tokens=False).input_ids
+    assert mechanism.resolve_mask_token(tokenizer, "underscore") == encoded == tokenizer.convert_tokens_to_ids("_")
