@@ -345,10 +345,11 @@ def study_dir(profile: str, seed: int) -> Path:
     return claims_dir(profile) / f"seed-{int(seed)}"
 
 
-def profiles_study_seed() -> int | None:
+def seed_fingerprint(profile: str, seed: int) -> str:
+    """The fingerprint of ``profile`` under seed ``seed``: what one seed of a study must have been computed under."""
     from . import profiles
 
-    return profiles.study_seed()
+    return store.fingerprint(profiles.get(profile).replace(seed=int(seed)))
 
 
 def ledger_path() -> Path:
@@ -438,8 +439,7 @@ def check_provenance(origin: dict | None, profile: str, where: str) -> None:
                               f"not {profile!r}; {rerun}")
     if "study" in origin:
         for seed, seed_origin in sorted(origin["study"].items()):
-            expected = store.fingerprint(profiles.get(profile).replace(seed=int(seed)))
-            if not isinstance(seed_origin, dict) or seed_origin.get("profile_fingerprint") != expected:
+            if not isinstance(seed_origin, dict) or seed_origin.get("profile_fingerprint") != seed_fingerprint(profile, seed):
                 raise ProvenanceError(f"notebook {where}'s seed study: seed {seed}'s claims were computed under other "
                                       f"{profile}-profile settings than the profile with seed {seed}; run the study "
                                       f"again (make study)")
@@ -522,7 +522,9 @@ def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None =
     if (origin["mntp_adapter"] or {}).get("source") == "fallback":
         print(f"[claims] notebook {notebook}'s rows rest on the short fallback MNTP adapter (notebook 02 had not run); "
               "their provenance says so")
-    study_seed = profiles_study_seed()
+    from . import profiles
+
+    study_seed = profiles.study_seed()
     folder = claims_dir(origin["profile"])
     if study_seed is not None:  # one seed of a seed study: its own file, never the single-seed one
         origin["study_seed"] = study_seed

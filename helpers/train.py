@@ -116,23 +116,8 @@ def describe_run(folder: Path) -> str:
     losses = [record for record in training.read_metrics(folder) if "loss" in record]
     if not losses:
         return f"{folder}: no step trained yet"
-    stored = store.read_json(Path(folder) / training.SETTINGS_FILE)
-    steps = _configured_steps(stored)
-    of = f" of {steps}" if steps is not None else ""
-    return f"{folder}: step {losses[-1]['step']}{of}, loss {losses[-1]['loss']:.4f}"
-
-
-def _configured_steps(stored) -> int | None:
-    """The step count a run's settings file names (``config.steps``, wherever the settings nest it), else None."""
-    if isinstance(stored, dict):
-        config = stored.get("config")
-        if isinstance(config, dict) and isinstance(config.get("steps"), int):
-            return config["steps"]
-        for value in stored.values():
-            found = _configured_steps(value)
-            if found is not None:
-                return found
-    return None
+    steps = store.read_json(Path(folder) / training.SETTINGS_FILE)["settings"]["config"]["steps"]
+    return f"{folder}: step {losses[-1]['step']} of {steps}, loss {losses[-1]['loss']:.4f}"
 
 
 def seed_commands(names: Sequence[str], profile_name: str, seeds: Sequence[int], options: Sequence[str] = ()

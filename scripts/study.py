@@ -24,13 +24,13 @@ from reproduce import ROOT, execute  # noqa: E402  (the one notebook executor)
 
 def seed_is_done(profile_name: str, seed: int, notebook: str) -> bool:
     """Whether ``seed``'s claims of ``notebook`` are there, computed under the profile with that seed."""
-    from helpers import claims, profiles, store
+    from helpers import claims
 
     path = claims.study_dir(profile_name, seed) / f"{notebook}.json"
     if not path.exists():
         return False
     origin = claims._read_payload(path).get("provenance") or {}
-    return origin.get("profile_fingerprint") == store.fingerprint(profiles.get(profile_name).replace(seed=seed))
+    return origin.get("profile_fingerprint") == claims.seed_fingerprint(profile_name, seed)
 
 
 def combine(profile_name: str, seeds: list[int], notebook: str) -> Path:
