@@ -102,23 +102,28 @@ def degeneration_difference(generations: dict, first: str, second: str, metric: 
     return metrics.paired_difference_interval(values[first], values[second], resamples=resamples, seed=seed)
 
 
-def degeneration_raise_ratio(generations: dict, model: str, reference: str, base: str, metric: str, *,
-                            sets: Sequence[str] | None = None, resamples: int = 2000, seed: int = 0
-                            ) -> tuple[float, float, float]:
-    """How much ``model`` raises ``metric`` over ``base`` as a share of how much ``reference`` raises it: the ratio
-    of the two mean raises over the same prefixes, with a paired bootstrap interval over prefixes (Table 5's "MAGNET
-    raises repetition much less" as the paper's own numbers state it: (MAGNET - base) / (LLM2Vec-style - base))."""
+def degeneration_raise_margin(generations: dict, model: str, reference: str, base: str, metric: str, share: float,
+                              *, sets: Sequence[str] | None = None, resamples: int = 2000, seed: int = 0
+                              ) -> tuple[float, float, float]:
+    """Table 5's "MAGNET raises repetition much less" as a margin: the mean over prefixes of
+    (``model`` - ``base``) - ``share`` x (``reference`` - ``base``), with its paired bootstrap interval over prefixes.
+
+    Below 0 exactly when ``model``'s raise is less than ``share`` of ``reference``'s. Unlike the ratio of the two
+    raises, the margin is defined on every seed (also where ``reference`` raises nothing), so a seed study can
+    average it."""
     if metric not in REP_METRICS:
         raise ValueError(f"metric={metric!r} is not one of {REP_METRICS}")
+    if not 0 < share <= 1:
+        raise ValueError(f"share={share!r} must lie in (0, 1]")
     sets = list(sets or dict.fromkeys(set_name for _, set_name in generations))
-    values = {name: np.array([v for set_name in sets for v in per_text_rep_n(generations[(name, set_name)])[metric]])
-              for name in (model, reference, base)}
-    numerators, denominators = values[model] - values[base], values[reference] - values[base]
-    if denominators.sum() <= 0:
-        raise ValueError(f"{reference} does not raise {metric} over {base} on these prefixes; the ratio is undefined")
-    replicates = metrics.ratio_replicates(numerators, denominators, resamples=resamples, seed=seed)
-    low, high = metrics.replicate_interval(replicates[np.isfinite(replicates)])
-    return float(numerators.sum() / denominators.sum()), float(low), float(high)
+    values = {}
+    for name in (model, reference, base):
+        missing = [set_name for set_name in sets if (name, set_name) not in generations]
+        if missing:
+            raise ValueError(f"generations has no texts of model {name!r} for {missing}")
+        values[name] = np.array([v for set_name in sets for v in per_text_rep_n(generations[(name, set_name)])[metric]])
+    return metrics.paired_difference_interval(values[model] - values[base], share * (values[reference] - values[base]),
+                                              resamples=resamples, seed=seed)
 
 
 def fig6_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list[str], Callable]:

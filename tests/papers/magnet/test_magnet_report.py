@@ -36,17 +36,19 @@ def _generations():
 def test_claims_quote_the_papers_numbers_from_one_place():
     rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
                          rows=P.claim_rows(middle=1))
-    assert len(rows) == 24 and all(row.notebook == "03" and row.paper == "000" for row in rows)
+    assert len(rows) == 26 and all(row.notebook == "03" and row.paper == "000" for row in rows)
     quoted = [row.paper_value for row in rows]
     assert quoted[:3] == ["+4.41", "+1.72", "+1.81"]  # Table 1, MAGNET - base
     assert quoted[3:6] == ["+1.03", "+1.15", "+0.73"]  # Table 1's central claim: MAGNET - LLM2Vec-style [MNTP]
     assert quoted[10] == "96.59"  # Table 1's base NER, a token accuracy
     assert quoted[12] == "+0.381" and quoted[14] == "+0.355"  # Table 4, log(base / MAGNET) per dataset
-    # Table 5, each prefix set with its own paper row: LLM2Vec-style - base, then MAGNET's raise as a share of it
-    # (no share for Rep-Sen here: the synthetic LLM2Vec-style texts raise no Rep-Sen, so there is nothing to divide)
-    assert quoted[15:18] == ["+0.415 (5-word prefixes)", "0.35 (5-word prefixes)", "+0.199 (5-word prefixes)"]
-    assert quoted[18] == "+0.508 (sentence prefixes)"
-    assert quoted[21:] == ["+0.07", "+0.09", "+0.20"]  # Table 6, MNTP + MSG - MNTP
+    # Table 5, each prefix set with its own paper row: LLM2Vec-style - base, then the margin MAGNET's raise minus half
+    # of it (the paper's Rep-4, 5-word prefixes: 0.35 x 0.415 - 0.5 x 0.415 = -0.063); a row for Rep-Sen too, where
+    # the synthetic LLM2Vec-style texts raise nothing and a share would be undefined
+    assert quoted[15:17] == ["+0.415 (5-word prefixes)", "-0.063 (share 0.35; 5-word prefixes)"]
+    assert quoted[17] == "+0.199 (5-word prefixes)"
+    assert quoted[19] == "+0.508 (sentence prefixes)"
+    assert quoted[23:] == ["+0.07", "+0.09", "+0.20"]  # Table 6, MNTP + MSG - MNTP
 
 
 def test_verdicts_follow_the_one_rule_for_each_kind_of_row():
@@ -64,19 +66,33 @@ def test_verdicts_follow_the_one_rule_for_each_kind_of_row():
     infill = by_where["Table 4"]
     assert all(row.direction == 1 and row.trained for row in infill)
     assert all(row.verdict == ("reproduced" if row.low > 0 else "inconclusive") for row in infill)
-    shares = [row for row in by_where["Table 5, Fig. 6"] if "share" in row.quantity or "/" in row.quantity]
-    assert shares and all(row.direction == -1 and row.threshold == report.MUCH_LESS for row in shares)
+    margins = [row for row in by_where["Table 5, Fig. 6"] if "margin" in row.quantity]
+    assert len(margins) == 2 * len({name for _, name in _generations()})  # Rep-4 and Rep-Sen for every prefix set
+    assert all(row.direction == -1 and not row.threshold and row.trained for row in margins)
 
 
-def test_much_less_is_the_ratio_of_raises_with_its_interval():
+def test_much_less_is_a_margin_below_zero_exactly_when_the_share_is_below_it():
     from helpers.papers.magnet import experiment_table5 as T5
 
-    value, low, high = T5.degeneration_raise_ratio(_generations(), "MAGNET", "LLM2Vec-style", "base", "rep_4",
-                                                   sets=["5-word prefixes"])
-    assert value == pytest.approx(0.5)  # MAGNET loops on one prefix of two, LLM2Vec-style on both
-    assert 0.0 <= low <= value <= high <= 1.0
-    with pytest.raises(ValueError, match="does not raise"):
-        T5.degeneration_raise_ratio(_generations(), "MAGNET", "base", "base", "rep_4")
+    generations = _generations()
+    per = {name: np.array(T5.per_text_rep_n(generations[(name, "5-word prefixes")])["rep_4"])
+           for name in ("MAGNET", "LLM2Vec-style", "base")}
+    raise_model, raise_reference = per["MAGNET"] - per["base"], per["LLM2Vec-style"] - per["base"]
+    for share in (0.25, 0.5, 0.75, 1.0):
+        value, low, high = T5.degeneration_raise_margin(generations, "MAGNET", "LLM2Vec-style", "base", "rep_4", share,
+                                                        sets=["5-word prefixes"])
+        assert value == pytest.approx(float(np.mean(raise_model - share * raise_reference)))
+        assert low <= value <= high
+        ratio = raise_model.sum() / raise_reference.sum()
+        assert (value < 0) == (ratio < share)
+    # defined where the reference raises nothing (the ratio is not): reference = base gives MAGNET's own raise
+    value, _, _ = T5.degeneration_raise_margin(generations, "MAGNET", "base", "base", "rep_4", 0.5,
+                                               sets=["5-word prefixes"])
+    assert value == pytest.approx(float(np.mean(raise_model)))
+    with pytest.raises(ValueError, match="share=0"):
+        T5.degeneration_raise_margin(generations, "MAGNET", "LLM2Vec-style", "base", "rep_4", 0)
+    with pytest.raises(ValueError, match="no texts of model 'z'"):
+        T5.degeneration_raise_margin(generations, "z", "LLM2Vec-style", "base", "rep_4", 0.5)
 
 
 def test_table_paper_lookups_read_paper():
