@@ -681,13 +681,8 @@ def _row_key(row: Claim) -> tuple:
 
 
 def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
-    """One trained row from its per-seed rows: the seed mean, and a t interval over seeds with the examples nested.
-
-    Every seed scores the same test examples, so the spread of the seeds' values is the training's own (initial
-    weights, data order, dropout), and each seed's interval holds the examples' share. The half-width is
-    ``sqrt(h_seeds² + mean(h_i²))``: ``h_seeds`` the Student-t half-width of the seed mean (S - 1 degrees of freedom),
-    ``h_i`` seed i's own half-width over the examples. The examples' part of the seed mean's variance is at most the
-    mean of the seeds' (equal when the seeds agree perfectly), so the interval does not understate it."""
+    """One trained row from its per-seed rows: the seed mean, and a t interval over seeds with the examples nested
+    (:func:`helpers.metrics.seeds_with_examples_interval`, each seed's half-width over the examples from its row)."""
     from . import metrics
 
     first = group[0]
@@ -696,13 +691,11 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
         raise ValueError(f"notebook {first.notebook}, {first.where} ({first.quantity or first.claim}): a trained row "
                          "records no value= (its point estimate), so seeds cannot be averaged; give value= in its "
                          "report's claims()")
-    mean, seed_half = metrics.mean_ci95(values)
-    example_half = float(np.mean([((row.high - row.low) / 2) ** 2 for row in group])) ** 0.5
-    half = (seed_half ** 2 + example_half ** 2) ** 0.5
+    mean, low, high = metrics.seeds_with_examples_interval(values, [(row.high - row.low) / 2 for row in group])
     moving = [row for row in group if row.still_improving]
     each = ", ".join(f"{seed}: {_number(value)}" for seed, value in zip(seeds, values))
     return dataclasses.replace(
-        first, verdict="", value=mean, low=mean - half, high=mean + half, n_seeds=len(group), seed_values=tuple(values),
+        first, verdict="", value=mean, low=low, high=high, n_seeds=len(group), seed_values=tuple(values),
         ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
         method=f"t over {len(group)} training seeds, with {first.method} nested",
         plateau=(moving[0] if moving else first).plateau)

@@ -227,38 +227,26 @@ def f1_from_counts(counts) -> float:
     return 0.0 if predicted + gold == 0 else float(2 * correct / (predicted + gold))
 
 
-def seed_and_example_interval(groups: Sequence, statistic, *, resamples: int = 2000, seed: int = 0,
-                              level: float = 0.95) -> tuple[float, float, float]:
-    """``(value, low, high)`` of ``statistic`` with a two-level bootstrap: seeds, then examples, with replacement.
+def seeds_with_examples_interval(values: Sequence[float], example_halves: Sequence[float]
+                                 ) -> tuple[float, float, float]:
+    """``(mean, low, high)`` over training seeds, the test examples nested: the seed mean with half-width
+    ``sqrt(h_seeds² + mean(h_i²))``.
 
-    ``groups[s]`` holds run ``s``'s per-example records (the same examples, in the same order, for every seed:
-    pair two systems by putting both in one record). ``statistic(runs)`` maps a list of such per-seed record
-    lists to a number, e.g. the seed mean of an F1 difference. Each replicate draws the seeds and one shared
-    set of example indices, so both the seed spread and the test-set spread enter the interval; with one seed
-    only the examples vary.
-    """
-    import numpy as np
-
-    groups = [list(group) for group in groups]
-    if not groups or not groups[0]:
-        raise ValueError("groups is empty; the bootstrap needs at least one seed with one example")
-    sizes = {len(group) for group in groups}
-    if len(sizes) != 1:
-        raise ValueError(f"groups have {sorted(sizes)} examples; every seed must score the same examples")
-    resamples = whole_number(resamples, "resamples")
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ValueError(f"level={level!r} must lie in (0, 1)")
-    value = float(statistic(groups))
-    generator = np.random.default_rng(seed)
-    size = sizes.pop()
-    replicates = []
-    for _ in range(resamples):
-        chosen = generator.integers(0, len(groups), len(groups))
-        rows = generator.integers(0, size, size)
-        replicates.append(statistic([[groups[s][i] for i in rows] for s in chosen]))
-    tail = (1 - level) / 2
-    low, high = np.quantile(np.asarray(replicates, dtype=float), [tail, 1 - tail])
-    return value, float(low), float(high)
+    ``values[i]`` is seed i's estimate on the shared test examples and ``example_halves[i]`` the half-width of its own
+    interval over those examples. ``h_seeds`` is the Student-t half-width of the seed mean (S - 1 degrees of freedom):
+    the spread of training (initial weights, data order, dropout). Every seed scores the same examples, so their
+    sampling error is common to all seeds and invisible in the seeds' spread; ``mean(h_i²)`` adds it back (it is at
+    most the seed mean's share, equal when the seeds agree perfectly), so the interval does not understate it.
+    With one seed, the interval is that seed's own (the examples only)."""
+    values, example_halves = [float(v) for v in values], [float(h) for h in example_halves]
+    if len(values) != len(example_halves):
+        raise ValueError(f"{len(values)} values but {len(example_halves)} example_halves; give one per seed")
+    if any(not math.isfinite(h) or h < 0 for h in example_halves):
+        raise ValueError(f"example_halves={example_halves!r} must be finite half-widths >= 0")
+    mean, seed_half = mean_ci95(values)
+    example_half = math.sqrt(sum(h * h for h in example_halves) / len(example_halves))
+    half = example_half if len(values) == 1 else math.sqrt(seed_half ** 2 + example_half ** 2)
+    return mean, mean - half, mean + half
 
 
 def ratio_replicates(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 2000,

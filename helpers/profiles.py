@@ -117,7 +117,9 @@ PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat",
 def settings_for(paper: str, profile: Profile | None = None):
     """A paper's own settings for a profile: ``helpers.papers.<paper>.settings.SETTINGS[profile.name]``.
 
-    Each notebook keeps its sizes next to the code they drive, one entry per profile.
+    Each notebook keeps its sizes next to the code they drive, one entry per profile. Settings with a
+    ``for_seed(seed)`` method get the profile's seed through it (a seed study's ``WORKBOOK_SEED``: e.g. notebook 06's
+    heads train from it); the others read ``profile.seed`` where they use it.
     """
     if paper not in PAPERS:
         raise ValueError(f"paper={paper!r} has no settings; expected one of {PAPERS}")
@@ -126,4 +128,6 @@ def settings_for(paper: str, profile: Profile | None = None):
     missing = [name for name in PROFILE_NAMES if name not in table]
     if missing:
         raise ValueError(f"helpers.papers.{paper}.settings.SETTINGS lacks profiles {missing}")
-    return table[profile.name]
+    settings = table[profile.name]
+    follow_seed = getattr(settings, "for_seed", None)
+    return settings if follow_seed is None else follow_seed(profile.seed)

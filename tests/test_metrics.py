@@ -91,3 +91,22 @@ def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_r
     with pytest.raises(store.InUseError, match="notebook 02 is training the MNTP adapter right now"):
         training.load_or_train_mntp(smoke, progress=False)
     assert not list(tmp_path.glob("mntp-*"))  # no fallback adapter was trained beside it
+
+
+def test_seeds_with_examples_interval_nests_the_examples_in_a_t_interval_over_seeds():
+    from scipy.stats import t
+
+    values, halves = [1.0, 2.0, 3.0], [0.3, 0.4, 0.5]
+    mean, low, high = metrics.seeds_with_examples_interval(values, halves)
+    seed_half = t.ppf(0.975, 2) * 1.0 / math.sqrt(3)  # sample sd of 1, 2, 3 is 1
+    example_half = math.sqrt((0.09 + 0.16 + 0.25) / 3)
+    assert mean == pytest.approx(2.0)
+    assert high - mean == pytest.approx(mean - low) == pytest.approx(math.hypot(seed_half, example_half))
+    # seeds that agree exactly keep the examples' share: never narrower than a seed's own interval
+    assert metrics.seeds_with_examples_interval([2.0, 2.0, 2.0], [0.5, 0.5, 0.5]) == pytest.approx((2.0, 1.5, 2.5))
+    # one seed: its own interval over the examples
+    assert metrics.seeds_with_examples_interval([2.0], [0.5]) == pytest.approx((2.0, 1.5, 2.5))
+    with pytest.raises(ValueError, match="2 values but 1 example_halves"):
+        metrics.seeds_with_examples_interval([1.0, 2.0], [0.1])
+    with pytest.raises(ValueError, match="example_halves"):
+        metrics.seeds_with_examples_interval([1.0, 2.0], [0.1, float("nan")])

@@ -22,3 +22,17 @@ def test_a_bad_study_seed_is_refused_by_name(monkeypatch, raw):
     monkeypatch.setenv(profiles.SEED_VAR, raw)
     with pytest.raises(ValueError, match=f"WORKBOOK_SEED={raw!r} must be a whole number"):
         profiles.current()
+
+
+def test_settings_that_follow_the_seed_get_the_study_seed_and_others_stay(monkeypatch):
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.delenv(profiles.SEED_VAR, raising=False)
+    plain = profiles.settings_for("emat")
+    assert plain.training.seed == 0 and plain == profiles.settings_for("emat", profiles.get("cpu"))
+    monkeypatch.setenv(profiles.SEED_VAR, "2")
+    seeded = profiles.settings_for("emat")
+    # the heads' initial weights and batch order follow the seed; the phrase data (the test sentences) stay
+    assert seeded.training.seed == 2 and seeded.data == plain.data
+    assert seeded.for_seed(0) == plain
+    assert profiles.settings_for("sequence_repetition") == profiles.settings_for("sequence_repetition",
+                                                                                  profiles.get("cpu"))

@@ -367,8 +367,9 @@ def _difference_claim(results: dict, intervals: dict, vocabulary: str, first: st
     a, b = intervals[first][group][k][0], intervals[second][group][k][0]
     return Claim(notebook="06", paper="004", where=where, claim=claim, paper_value=paper_value,
                  ours=f"{100 * a:.1f}% vs {100 * b:.1f}% ({_points(value)}; {group} gold; {vocabulary})",
-                 low=100 * low, high=100 * high, method="paired bootstrap over test sentences", n=count, direction=1,
-                 figure="figures/06_accuracy_at_k.png", quantity=f"a@{k} {first} - {second}, points ({group})", **rule)
+                 low=100 * low, high=100 * high, value=100 * value, method="paired bootstrap over test sentences",
+                 n=count, direction=1, figure="figures/06_accuracy_at_k.png",
+                 quantity=f"a@{k} {first} - {second}, points ({group})", **rule)
 
 
 def _measurement(where: str, claim: str, paper_value: str, hits: Sequence[int], what: str, quantity: str) -> Claim:
@@ -476,7 +477,8 @@ def claims(*, manifest: dict, results: dict, intervals: dict, unseen: dict | Non
                           claim="training only the new rows keeps the masked LM's reach on phrases never seen as labels",
                           paper_value="not reported", ours=f"{_points(value)} a@50 on unseen phrases (new rows only "
                                                            f"minus all rows)",
-                          low=100 * low, high=100 * high, method="paired bootstrap over unseen sentences", n=count,
+                          low=100 * low, high=100 * high, value=100 * value,
+                          method="paired bootstrap over unseen sentences", n=count,
                           direction=1, trained=True, plateau=_plateau(curves.get("emat_new_rows"), "dev a@1"),
                           figure="figures/06_accuracy_at_k.png", quantity="unseen a@50 emat_new_rows - emat, points"))
     return rows + _latency_claims(manifest, latency)

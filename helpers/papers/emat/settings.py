@@ -6,6 +6,7 @@ the evaluation and the timing, which never change a trained head.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .mechanism import KS
@@ -62,6 +63,12 @@ class MTCSettings:
     masked_lm: str | None = None  # a Hub encoder MLM (the paper: bert-base-cased); None: the profile's MNTP decoder
     latency_sentences: int = 20
     ks: tuple[int, ...] = KS
+
+    def for_seed(self, seed: int) -> "MTCSettings":
+        """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
+        seed sets the heads' initial weights and batch order; the phrase data keep their own seed, so every seed
+        trains on and scores the same sentences."""
+        return dataclasses.replace(self, training=dataclasses.replace(self.training, seed=seed))
 
 
 SETTINGS = {

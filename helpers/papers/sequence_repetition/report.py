@@ -227,28 +227,30 @@ def _selected(results, task: str, kind: str, r: int = 0, exit_layer: int | None 
 
 def f1_comparison(results, tagging: TaggingData, first: dict, second: dict | None = None,
                   resamples: int = 2000) -> dict:
-    """Test F1 (x100) of ``first`` (``dict(kind=, r=, exit_layer=)``), or its difference from ``second``, as
-    the mean over the seeds both share, with a two-level bootstrap over seeds and test sentences
-    (:func:`metrics.seed_and_example_interval`). Returns value, low, high, seeds and sentences."""
+    """Test F1 (x100) of ``first`` (``dict(kind=, r=, exit_layer=)``), or its difference from ``second``, over the
+    seeds both share: each seed's value on the whole test set with its paired bootstrap interval over test sentences,
+    then the seed mean with a t interval over seeds, the sentences nested
+    (:func:`metrics.seeds_with_examples_interval`, the same rule as a seed study's rows).
+    Returns value, low, high, seeds, seed_values and sentences."""
     gold = [list(sentence.tags) for sentence in tagging.test]
     chosen = [_selected(results, tagging.task, **spec) for spec in ([first] if second is None else [first, second])]
     seeds = sorted(set.intersection(*[set(rows.seed) for rows in chosen]))
     if not seeds:
         raise ValueError(f"first={first!r}, second={second!r}: no seed has runs of both in task {tagging.task!r}")
-    groups = []
+
+    def statistic(records):
+        scores = [metrics.f1_from_counts([record[i] for record in records]) for i in range(len(chosen))]
+        return 100 * (scores[0] - (scores[1] if len(scores) > 1 else 0.0))
+
+    seed_values, halves = [], []
     for seed in seeds:
         counts = [metrics.entity_counts(gold, rows[rows.seed == seed].iloc[0]["test_predictions"]) for rows in chosen]
-        groups.append(list(zip(*counts)))
-
-    def statistic(runs):
-        values = []
-        for run in runs:
-            scores = [metrics.f1_from_counts([record[i] for record in run]) for i in range(len(chosen))]
-            values.append(scores[0] - (scores[1] if len(scores) > 1 else 0.0))
-        return 100 * float(np.mean(values))
-
-    value, low, high = metrics.seed_and_example_interval(groups, statistic, resamples=resamples)
-    return {"value": value, "low": low, "high": high, "seeds": len(seeds), "sentences": len(gold)}
+        value, low, high = metrics.bootstrap_interval(list(zip(*counts)), statistic, resamples=resamples)
+        seed_values.append(value)
+        halves.append((high - low) / 2)
+    value, low, high = metrics.seeds_with_examples_interval(seed_values, halves)
+    return {"value": value, "low": low, "high": high, "seeds": len(seeds), "seed_values": tuple(seed_values),
+            "sentences": len(gold)}
 
 
 # --------------------------------------------------------------------------- Fig. 5 without fine-tuning: the probe
@@ -413,10 +415,13 @@ def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_pr
                                   f"{check['value']:+.1f} [{check['low']:.1f}, {check['high']:.1f}] F1)",
                          baseline_works=bool(check["low"] > 0))
         seeds = found["seeds"]
+        each = ", ".join(f"{value:+.1f}" for value in found["seed_values"])
+        method = (f"t over {seeds} training seeds, with a paired bootstrap over test sentences nested" if seeds > 1
+                  else "paired bootstrap over test sentences (one training seed)")
         return Claim(**_COMMON, where=where, claim=claim, paper_value=paper_value,
-                     ours=f"{found['value']:+.1f} F1 ({task}, mean of {seeds} seed{'s' * (seeds > 1)})",
-                     low=found["low"], high=found["high"], n=found["sentences"],
-                     method=f"bootstrap over {seeds} seeds x test sentences", direction=1, threshold=-margin,
+                     ours=f"{found['value']:+.1f} F1 ({task}, mean of {seeds} seed{'s' * (seeds > 1)}: {each})",
+                     low=found["low"], high=found["high"], n=found["sentences"], value=found["value"],
+                     method=method, direction=1, threshold=-margin, seed_values=found["seed_values"],
                      trained=True, plateau=validation_plateau(results, task, first), n_seeds=seeds,
                      figure=f"{figure_prefix}{figure}.png", quantity="F1 difference", **works)
 

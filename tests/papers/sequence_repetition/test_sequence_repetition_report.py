@@ -2,6 +2,7 @@
 F1 differences behind the claims."""
 import pytest
 
+from helpers import metrics
 from helpers.papers.sequence_repetition import report
 from helpers.papers.sequence_repetition.experiment_data import EncodedSentence, TaggingData
 from helpers.papers.sequence_repetition.mechanism import Strategy
@@ -50,3 +51,16 @@ def test_f1_comparison_pairs_seeds_and_sentences():
     assert alone["value"] == 100.0
     with pytest.raises(ValueError, match="no seed has runs of both"):
         report.f1_comparison(pd.DataFrame(rows), tagging, dict(kind="sr", r=1), dict(kind="middle"))
+    # seeds that disagree: seed 5 perfect, seed 29 and 42 blind; the interval is the t interval over the three seed
+    # values with each seed's sentence bootstrap nested (the rule a seed study's rows follow)
+    mixed = [{"task": "chunks", "kind": "sr", "r": 1, "exit_layer": None, "seed": seed,
+              "test_predictions": perfect if seed == 5 else blind} for seed in (5, 29, 42)]
+    found = report.f1_comparison(pd.DataFrame(mixed), tagging, dict(kind="sr", r=1), resamples=200)
+    assert found["seed_values"] == (100.0, 0.0, 0.0) and found["seeds"] == 3
+    halves = [(high - low) / 2 for _, low, high in (
+        metrics.bootstrap_interval(list(zip(metrics.entity_counts([list(t) for t in tags], predictions))),
+                                   lambda records: 100 * metrics.f1_from_counts([r[0] for r in records]),
+                                   resamples=200) for predictions in (perfect, blind, blind))]
+    expected = metrics.seeds_with_examples_interval([100.0, 0.0, 0.0], halves)
+    assert (found["value"], found["low"], found["high"]) == pytest.approx(expected)
+    assert found["low"] < 0 < 100 < found["high"]  # three seeds that disagree this much settle nothing
