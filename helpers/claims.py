@@ -753,6 +753,28 @@ def study_provenance(origins: dict[int, dict], profile: str) -> dict:
             "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter")}
 
 
+def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
+    """Whether seed ``seed``'s claims of ``notebook`` are in :func:`study_dir`, computed under the profile with that
+    seed (what lets an interrupted study resume without redoing a finished seed)."""
+    path = study_dir(profile, seed) / f"{notebook}.json"
+    if not path.exists():
+        return False
+    origin = _read_payload(path).get("provenance") or {}
+    return origin.get("profile_fingerprint") == seed_fingerprint(profile, seed)
+
+
+def record_study(profile: str, seeds: Sequence[int], notebook: str) -> list[Claim]:
+    """Combine ``notebook``'s per-seed claims (:func:`combine_seeds`) into its claims file
+    ``runs/claims/<profile>/<notebook>.json``, with :func:`study_provenance`; returns the combined rows."""
+    payloads = {int(seed): _read_payload(study_dir(profile, seed) / f"{notebook}.json") for seed in seeds}
+    rows = combine_seeds({seed: payload["claims"] for seed, payload in payloads.items()})
+    origin = study_provenance({seed: payload["provenance"] for seed, payload in payloads.items()}, profile)
+    store.write_text(claims_dir(profile) / f"{notebook}.json",
+                     _rows_to_json(rows, notebook=notebook, profile=profile, provenance=origin,
+                                   written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
+    return rows
+
+
 def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[str]:
     """For each trained row of a single-seed run: whether its value lies inside the study's seed range
     (min..max of the study row's ``seed_values``)."""

@@ -22,34 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproduce import ROOT, execute  # noqa: E402  (the one notebook executor)
 
 
-def seed_is_done(profile_name: str, seed: int, notebook: str) -> bool:
-    """Whether ``seed``'s claims of ``notebook`` are there, computed under the profile with that seed."""
-    from helpers import claims
-
-    path = claims.study_dir(profile_name, seed) / f"{notebook}.json"
-    if not path.exists():
-        return False
-    origin = claims._read_payload(path).get("provenance") or {}
-    return origin.get("profile_fingerprint") == claims.seed_fingerprint(profile_name, seed)
-
-
-def combine(profile_name: str, seeds: list[int], notebook: str) -> Path:
-    """Combine ``notebook``'s per-seed claims into ``runs/claims/<profile>/<notebook>.json``, marked as a study."""
-    from helpers import claims, store
-
-    payloads = {seed: claims._read_payload(claims.study_dir(profile_name, seed) / f"{notebook}.json") for seed in seeds}
-    rows = claims.combine_seeds({seed: payload["claims"] for seed, payload in payloads.items()})
-    origin = claims.study_provenance({seed: payload["provenance"] for seed, payload in payloads.items()}, profile_name)
-    path = claims.claims_dir(profile_name) / f"{notebook}.json"
-    store.write_text(path, claims._rows_to_json(rows, notebook=notebook, profile=profile_name, provenance=origin,
-                                                written=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())))
-    return path
-
-
 def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
     """Run ``paths`` once per seed (skipping finished ones), then combine and gather. Returns the exit code."""
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
-    from helpers import claims, profiles
+    from matplotlib import pyplot as plt
+
+    from helpers import claims, plots, profiles
     from helpers.paths import runs_dir
 
     if len(set(seeds)) != len(seeds) or not seeds:
@@ -59,7 +37,7 @@ def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execu
     for seed in seeds:
         for path in paths:
             notebook = path.name[:2]
-            if seed_is_done(profile.name, seed, notebook):
+            if claims.study_seed_is_done(profile.name, seed, notebook):
                 print(f"[seed {seed}] {path.name}: done earlier", flush=True)
                 continue
             out_dir = runs_dir() / "notebooks" / f"seed-{seed}"
@@ -75,9 +53,14 @@ def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execu
             if error:
                 failed[(seed, path.name)] = error
     done = [path.name[:2] for path in paths
-            if all(seed_is_done(profile.name, seed, path.name[:2]) for seed in seeds)]
+            if all(claims.study_seed_is_done(profile.name, seed, path.name[:2]) for seed in seeds)]
     for notebook in done:
-        combine(profile.name, seeds, notebook)
+        rows = claims.record_study(profile.name, seeds, notebook)
+        if any(row.seed_values for row in rows):  # the spread behind each trained row's verdict
+            figure = plots.seed_spread_figure(rows, f"notebook {notebook}: each trained row over {len(seeds)} seeds "
+                                                    "(dots), its mean and interval (bar), the threshold (dashed)")
+            print(f"[study] notebook {notebook}: seed spread in {plots.save_figure(figure, f'{notebook}_seed_spread')}")
+            plt.close(figure)
     if done and profile.name == claims.LEDGER_PROFILE:
         rows = claims.gather(notebooks=done, study=True)
         print(f"claims ledger {claims.ledger_path()}: the seed study of notebooks {', '.join(done)} ({len(seeds)} seeds) "

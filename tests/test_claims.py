@@ -401,8 +401,6 @@ def test_a_seed_study_refuses_what_it_cannot_average():
 
 def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_single_seed(tmp_path, monkeypatch,
                                                                                               capsys):
-    import importlib.util
-
     from helpers import profiles
 
     _workbook(tmp_path, monkeypatch)
@@ -412,10 +410,10 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
         path = claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current())
         assert path == claims.study_dir("cpu", seed) / "02.json"
     monkeypatch.delenv(profiles.SEED_VAR)
-    spec = importlib.util.spec_from_file_location("study", Path(__file__).resolve().parents[1] / "scripts" / "study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
-    study.combine("cpu", [0, 1, 2], "02")
+    assert all(claims.study_seed_is_done("cpu", seed, "02") for seed in (0, 1, 2))
+    assert not claims.study_seed_is_done("cpu", 3, "02")
+    combined = claims.record_study("cpu", [0, 1, 2], "02")
+    assert combined[0].seed_values == (2.0, 3.0, 4.0)
     rows = claims.gather(study=True)
     assert rows[0].n_seeds == 3 and claims.provenance_problems() == []
     claims.record([claims.Claim(**{**TRAINED, "value": 9.0, "low": 8.0, "high": 10.0})], "02", profiles.current())

@@ -3,6 +3,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pytest
 from PIL import Image
 
 from helpers import claims, profiles
@@ -62,3 +63,26 @@ def test_a_seed_studys_figures_go_beside_the_committed_ones(tmp_path, monkeypatc
     assert path == tmp_path / "figures" / "study" / "seed-2" / "02_example.png"
     assert "profile cpu (study seed 2)" in Image.open(path).info["Description"]
     plt.close(fig)
+
+
+def test_the_seed_spread_draws_every_seed_of_every_trained_row():
+    import matplotlib.pyplot as plt
+
+    from helpers.plots import seed_spread_figure
+
+    trained = dict(notebook="02", paper="000", where="Fig. 7", claim="MNTP beats MTP", paper_value="+", ours="x",
+                   method="t", n=10, trained=True)
+    rows = [claims.Claim(**trained, quantity=f"q{i}", low=0.5 + i, high=3.5 + i, value=2.0 + i, n_seeds=3,
+                         seed_values=(1.0 + i, 2.0 + i, 3.0 + i)) for i in range(2)]
+    untrained = claims.Claim(**{**trained, "trained": False}, quantity="plain", low=0.0, high=1.0)
+    fig = seed_spread_figure([*rows, untrained])
+    axes = fig.axes
+    assert len(axes) == 2  # the row without seeds is not drawn
+    for ax, row in zip(axes, rows):
+        dots = [line for line in ax.lines if line.get_marker() == "o"]
+        assert list(dots[0].get_xdata()) == list(row.seed_values)
+        low, high = ax.get_xlim()
+        assert low < min(row.low, row.threshold) and high > row.high  # the interval and the threshold are in view
+    plt.close(fig)
+    with pytest.raises(ValueError, match="rows holds no row with seed_values"):
+        seed_spread_figure([untrained])

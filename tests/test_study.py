@@ -56,4 +56,5 @@ def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook):
     assert calls == [(2, notebook.name)]  # seeds 0 and 1 were kept
     row, = claims.read_rows(claims.ledger_path())
     assert row.seed_values == (1.0, 2.0, 3.0) and row.value == pytest.approx(2.0)
+    assert (workbook / "figures" / "02_seed_spread.png").stat().st_size > 0  # the seeds behind the verdict, drawn
     assert profiles.study_seed() is None  # the variable does not outlive the study

@@ -4,7 +4,7 @@ Every figure and widget view of a paper lives in its package (``helpers.papers.<
 function returning a figure, opened as a widget with :func:`interactive_view` and also called directly.
 """
 from .core import (CONTEXT_COLOR, MASKED_COLOR, SPAN_COLOR, as_numpy, draw_mask, interactive_view, render_view,
-                   save_figure, show, token_labels, view_controls, view_defaults)
+                   save_figure, seed_spread_figure, show, token_labels, view_controls, view_defaults)
 
 __all__ = ["CONTEXT_COLOR", "MASKED_COLOR", "SPAN_COLOR", "as_numpy", "draw_mask", "interactive_view", "render_view",
-           "save_figure", "show", "token_labels", "view_controls", "view_defaults"]
+           "save_figure", "seed_spread_figure", "show", "token_labels", "view_controls", "view_defaults"]

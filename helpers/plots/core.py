@@ -251,3 +251,32 @@ def draw_mask(ax, allowed, title: str = "", query_kind=None, labels: Sequence[st
     ax.set_title(title)
 
 
+
+
+def seed_spread_figure(rows: Sequence, title: str = "") -> plt.Figure:
+    """A seed study's trained rows (:class:`helpers.claims.Claim` with ``seed_values``), one line each: every seed's
+    value as a dot, the seed mean as a bar with its interval (seeds with the test examples nested), and the paper's
+    threshold as a tick, so the spread behind each verdict is seen. Each row on its own scale (the units differ)."""
+    rows = [row for row in rows if row.seed_values]
+    if not rows:
+        raise ValueError("rows holds no row with seed_values; draw a seed study's combined rows "
+                         "(helpers.claims.combine_seeds)")
+    fig, axes = plt.subplots(len(rows), 1, figsize=(7.5, 0.62 * len(rows) + 0.8), squeeze=False)
+    for ax, row in zip(axes[:, 0], rows):
+        seeds = np.asarray(row.seed_values, dtype=float)
+        ax.hlines(0, row.low, row.high, color="#3182bd", linewidth=3, alpha=0.5)
+        ax.plot([row.value], [0], "|", color="#08519c", markersize=14, markeredgewidth=2)
+        ax.plot(seeds, np.zeros_like(seeds), "o", color="#e6550d", markersize=5, alpha=0.85, zorder=3)
+        if row.direction:
+            ax.axvline(row.threshold, color="#636363", linestyle="--", linewidth=1)
+        span = [row.low, row.high, row.threshold if row.direction else row.low, *seeds]
+        pad = 0.08 * (max(span) - min(span) or 1.0)
+        ax.set_xlim(min(span) - pad, max(span) + pad)
+        ax.set_yticks([])
+        label = row.quantity or row.claim
+        ax.set_title(f"{row.where}: {label[:90]} — {row.verdict}", fontsize=7, loc="left")
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle(title or f"seed spread ({len(rows[0].seed_values)} seeds: dots; mean and interval: bar; "
+                          "threshold: dashed)", fontsize=8)
+    fig.tight_layout()
+    return fig
