@@ -204,9 +204,11 @@ class Claim:
         elif self.baseline_works is False:
             text += f": the baseline ({self.baseline}) was not shown to work"
         elif self.kind == FINDING and self.trained and self.still_improving and _beyond_paper_side(self):
-            steps = f" at {self.plateau[3]} steps (slope {_number(self.plateau[0])} [{_number(self.plateau[1])}, " \
-                    f"{_number(self.plateau[2])}])" if self.plateau else ""
-            text += f": still improving{steps}"
+            if self.plateau:
+                text += (f": still improving at {self.plateau[3]} steps (slope {_number(self.plateau[0])} "
+                         f"[{_number(self.plateau[1])}, {_number(self.plateau[2])}])")
+            else:
+                text += ": training not shown to have stopped improving (no held-out curve recorded)"
         return text
 
     @property

@@ -57,6 +57,8 @@ def test_a_trained_row_is_not_reproduced_only_once_training_stopped_improving():
     assert _verdict(**against) == "inconclusive"  # no plateau measured
     rising = claims.Claim(**{**ROW, **against, "plateau": (0.8, 0.3, 1.3, 100)})
     assert rising.verdict == "inconclusive" and "still improving at 100 steps" in rising.verdict_text
+    unmeasured = claims.Claim(**{**ROW, **against})
+    assert "no held-out curve recorded" in unmeasured.verdict_text and "still improving" not in unmeasured.verdict_text
     assert _verdict(**against, plateau=(0.1, -0.2, 0.4, 100)) == "not reproduced"
 
 
