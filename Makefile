@@ -37,9 +37,9 @@ reproduce: setup
 	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/reproduce.py
 
 # The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
-# Notebook 04 trains its own seeds (the profile's seeds) within one run, so make reproduce covers it.
 STUDY_SEEDS ?= 0 1 2
-STUDY_NOTEBOOKS ?= notebooks/02_mntp_vs_mtp.ipynb notebooks/03_magnet.ipynb notebooks/06_emat_multi_token_completion.ipynb
+STUDY_NOTEBOOKS ?= notebooks/02_mntp_vs_mtp.ipynb notebooks/03_magnet.ipynb notebooks/04_sequence_repetition.ipynb \
+	notebooks/06_emat_multi_token_completion.ipynb
 study: setup
 	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/study.py $(STUDY_NOTEBOOKS) --seeds $(STUDY_SEEDS)
 

@@ -266,6 +266,26 @@ def test_committed_readme_table_is_the_ledgers():
     assert claims.readme_is_current(), "README claims table differs from claims/ledger_cpu.json: python -m helpers.claims --gather"
 
 
+# The ledger's comparisons against a baseline: (notebook, text in the row's claim) -> what must beat what first.
+BASELINE_COMPARISONS = {("04", "beats middle unmasking"): "middle unmasking above the causal decoder (r=0)",
+                        ("04", "beats full unmasking"): "full unmasking above the causal decoder (r=0)",
+                        ("06", "beats the RNN decoder"): "the GRU's dev curve rose and then flattened",
+                        ("06", "beats naive MTC"): "naive MTC above the single-token MLM",
+                        ("06", "first-token ranking"): "the MLM's ranking above the label prior"}
+
+
+def test_no_reproduced_row_of_the_ledger_beats_a_baseline_not_shown_to_work():
+    rows = claims.read_rows(claims.ledger_path())
+    for (notebook, text), must in BASELINE_COMPARISONS.items():
+        found = [row for row in rows if row.notebook == notebook and text in row.claim]
+        assert found, f"notebook {notebook} has no ledger row that {text!r}"
+        for row in found:
+            assert row.baseline, f"{row.where} ({row.claim}) names no baseline; it must show {must}"
+            assert row.verdict != claims.VERDICTS[0] or row.baseline_works, f"{row.claim}: reproduced against " \
+                                                                           f"{row.baseline}, not shown to work"
+    # a baseline that scores 0 by construction is a table row, never the thing a claim beats
+    assert not [row for row in rows if "label prior" in row.claim or "by their training frequency" in row.claim]
+
 NOTEBOOKS_WITH_CLAIMS = ("01", "02", "03", "04", "05", "06", "07")
 NOTEBOOK_TABLES = {"06": ("table3",)}  # result tables a notebook's summary cell records next to its claims
 

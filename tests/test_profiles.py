@@ -34,5 +34,14 @@ def test_settings_that_follow_the_seed_get_the_study_seed_and_others_stay(monkey
     # the heads' initial weights and batch order follow the seed; the phrase data (the test sentences) stay
     assert seeded.training.seed == 2 and seeded.data == plain.data
     assert seeded.for_seed(0) == plain
-    assert profiles.settings_for("sequence_repetition") == profiles.settings_for("sequence_repetition",
-                                                                                  profiles.get("cpu"))
+    # notebook 04: every training seed moves by the stride, so no two study seeds share a training seed
+    from helpers.papers.sequence_repetition.settings import STUDY_SEED_STRIDE
+
+    plain_sr = profiles.settings_for("sequence_repetition", profiles.get("cpu"))
+    seeded_sr = profiles.settings_for("sequence_repetition")
+    assert seeded_sr.seeds == tuple(s + 2 * STUDY_SEED_STRIDE for s in plain_sr.seeds)
+    assert seeded_sr.exit_seeds == tuple(s + 2 * STUDY_SEED_STRIDE for s in plain_sr.exit_seeds)
+    assert seeded_sr.for_seed(0) == seeded_sr and plain_sr.for_seed(0) == plain_sr
+    assert (seeded_sr.train_sentences, seeded_sr.test_sentences) == (plain_sr.train_sentences, plain_sr.test_sentences)
+    monkeypatch.delenv(profiles.SEED_VAR)
+    assert profiles.settings_for("sequence_repetition") == plain_sr

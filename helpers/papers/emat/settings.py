@@ -68,6 +68,8 @@ class MTCSettings:
         """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
         seed sets the heads' initial weights and batch order; the phrase data keep their own seed, so every seed
         trains on and scores the same sentences."""
+        if seed == self.training.seed:
+            return self
         return dataclasses.replace(self, training=dataclasses.replace(self.training, seed=seed))
 
 

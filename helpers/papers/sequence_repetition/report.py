@@ -404,9 +404,10 @@ def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_pr
     task = tagging.task
     paper = paper_f1_by_r()
 
-    def comparison_row(where, claim, first, second, paper_value, figure, margin=0.0, baseline=None):
+    def comparison_row(where, claim, first, second, paper_value, figure, quantity, margin=0.0, baseline=None):
         """``first`` beats ``second`` (or, with ``margin``, is not worse by more than it: threshold -margin).
-        ``baseline``: the kind of ``second`` when it must itself beat the causal decoder (r=0) to count."""
+        ``baseline``: the kind of ``second`` when it must itself beat the causal decoder (r=0) to count.
+        ``quantity`` names the comparison the same way in every seed (a seed study pairs rows by it)."""
         found = f1_comparison(results, tagging, first, second)
         works = {}
         if baseline is not None:
@@ -418,23 +419,26 @@ def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_pr
         each = ", ".join(f"{value:+.1f}" for value in found["seed_values"])
         method = (f"t over {seeds} training seeds, with a paired bootstrap over test sentences nested" if seeds > 1
                   else "paired bootstrap over test sentences (one training seed)")
+        spread = f"mean of {seeds} seeds: {each}" if seeds > 1 else "one training seed"
         return Claim(**_COMMON, where=where, claim=claim, paper_value=paper_value,
-                     ours=f"{found['value']:+.1f} F1 ({task}, mean of {seeds} seed{'s' * (seeds > 1)}: {each})",
+                     ours=f"{found['value']:+.1f} F1 ({task}, {spread})",
                      low=found["low"], high=found["high"], n=found["sentences"], value=found["value"],
                      method=method, direction=1, threshold=-margin, seed_values=found["seed_values"],
                      trained=True, plateau=validation_plateau(results, task, first), n_seeds=seeds,
-                     figure=f"{figure_prefix}{figure}.png", quantity="F1 difference", **works)
+                     figure=f"{figure_prefix}{figure}.png", quantity=f"F1 difference, {quantity}", **works)
 
     has = lambda kind, r=0, exit_layer=None: not _selected(results, task, kind, r, exit_layer).empty  # noqa: E731
     rows = []
     if has("sr", 0) and has("sr", 1):
         rows.append(comparison_row("§4.2, Fig. 2", "repeating once (r=1) beats the causal decoder (r=0)",
                                    dict(kind="sr", r=1), dict(kind="sr", r=0),
-                                   f"{paper[1] - paper[0]:+.1f} F1 (CoNLL03, 7-decoder mean)", "sr_f1_vs_r"))
+                                   f"{paper[1] - paper[0]:+.1f} F1 (CoNLL03, 7-decoder mean)", "sr_f1_vs_r",
+                                   "r=1 - r=0"))
     if has("sr", 1) and has("sr", 2):
         rows.append(comparison_row("§4.2, Fig. 2", "more repetitions help: repeating twice (r=2) beats once (r=1)",
                                    dict(kind="sr", r=2), dict(kind="sr", r=1),
-                                   f"{paper[2] - paper[1]:+.1f} F1 (CoNLL03, 7-decoder mean)", "sr_f1_vs_r"))
+                                   f"{paper[2] - paper[1]:+.1f} F1 (CoNLL03, 7-decoder mean)", "sr_f1_vs_r",
+                                   "r=2 - r=1"))
     best = best_sr_r(summarize(results), task)
     paper_table1_values = paper_table1()
     for kind in ("middle", "full"):
@@ -442,7 +446,8 @@ def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_pr
             rows.append(comparison_row("§4.1, Table 1", f"SR (r={best}, picked on validation) beats {kind} unmasking",
                                        dict(kind="sr", r=best), dict(kind=kind),
                                        f"{paper_table1_values['sr'] - paper_table1_values[kind]:+.1f} F1 "
-                                       "(CoNLL03, 7-decoder mean)", "sr_f1_vs_r", baseline=kind))
+                                       "(CoNLL03, 7-decoder mean)", "sr_f1_vs_r",
+                                       f"SR (r picked on validation) - {kind} unmasking", baseline=kind))
     exits = sorted({exit_or_none(value) for value in results.exit_layer} - {None})
     for exit_layer in exits:
         at_exit = results.loc[np.array([exit_or_none(v) == exit_layer for v in results.exit_layer], dtype=bool)]
@@ -452,13 +457,15 @@ def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_pr
                     "§4.4, Fig. 5", f"SR r={r} fine-tuned up to exit@{exit_layer} ({exit_layer - 1} of {num_layers} layers) "
                     f"matches the last layer: not worse by more than {EXIT_MARGIN:g} F1",
                     dict(kind="sr", r=r, exit_layer=exit_layer), dict(kind="sr", r=r),
-                    "exit@19 and exit@24 of 32 match or beat the last layer", "sr_early_exit", margin=EXIT_MARGIN))
+                    "exit@19 and exit@24 of 32 match or beat the last layer", "sr_early_exit",
+                    f"r={r}, exit@{exit_layer} - last layer", margin=EXIT_MARGIN))
         repeats = sorted(set(at_exit.r))
         if len(repeats) > 1:
             rows.append(comparison_row("§4.4, Fig. 5", f"at exit@{exit_layer}, more repetitions help: r={repeats[-1]} "
                                        f"beats r={repeats[0]}", dict(kind="sr", r=repeats[-1], exit_layer=exit_layer),
                                        dict(kind="sr", r=repeats[0], exit_layer=exit_layer),
-                                       "quality improves with more repetitions at L=19 and L=24", "sr_early_exit"))
+                                       "quality improves with more repetitions at L=19 and L=24", "sr_early_exit",
+                                       f"exit@{exit_layer}, r={repeats[-1]} - r={repeats[0]}"))
     return rows
 
 
@@ -479,7 +486,7 @@ def _probe_claims(probe: dict, tagging: TaggingData, num_layers: int, figure_pre
                           paper_value=f"{paper[1] - paper[0]:+.1f} F1 fine-tuned (CoNLL03, 7-decoder mean)",
                           ours=f"{value:+.1f} F1 ({task}, mean over {upper - lower + 1} layers)", low=low, high=high,
                           method="paired bootstrap over test sentences", n=len(tagging.test), direction=1,
-                          figure=f"{figure_prefix}sr_probe.png", quantity="F1 difference"))
+                          figure=f"{figure_prefix}sr_probe.png", quantity="F1 difference, r=1 - r=0, middle layers"))
     exit_layer = scaled_exit_layer(19, num_layers)
     for r in sorted(probe):
         if r == 0:
@@ -492,7 +499,8 @@ def _probe_claims(probe: dict, tagging: TaggingData, num_layers: int, figure_pre
                           paper_value="exit@19 of 32 matches or beats the last layer",
                           ours=f"{value:+.1f} F1 ({task})", low=low, high=high,
                           method="paired bootstrap over test sentences", n=len(tagging.test), direction=1,
-                          threshold=-EXIT_MARGIN, figure=f"{figure_prefix}sr_probe.png", quantity="F1 difference"))
+                          threshold=-EXIT_MARGIN, figure=f"{figure_prefix}sr_probe.png",
+                          quantity=f"F1 difference, r={r}, exit@{exit_layer} - last layer (probe)"))
     return rows
 
 
