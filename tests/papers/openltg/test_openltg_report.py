@@ -106,3 +106,15 @@ def test_rows_outside_the_band_or_at_one_x_are_never_reproduced():
 def test_paper_directions_are_table4s_arrows():
     assert report.PAPER_BETTER == {"B-1": 1, "R-L": 1, "LR-n": -1, "D-4": 1, "PPL": -1}
     assert set(report.TABLE6_OTHER_COLUMNS) == {"B-1", "R-L", "D-4", "PPL"}
+
+
+def test_rows_that_rest_on_the_adapter_are_trained_rows_a_seed_study_can_average():
+    rows = _rows()
+    for key, row in rows.items():
+        rests_on_training = row.kind == claims.FINDING and "Fig. 5" not in row.where  # timing rows do not
+        assert row.trained == rests_on_training, key
+        if row.trained:
+            assert row.value is not None and row.low <= row.value <= row.high, key
+    # every seed names its rows alike, even where the runner-up behind "w/o ALL" differs between seeds
+    assert len({row.quantity for row in rows.values() if row.quantity}) == sum(bool(r.quantity) for r in rows.values())
+    assert any(row.quantity.endswith("(next worst)") for row in rows.values())
