@@ -90,3 +90,11 @@ def release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def device_label(device: torch.device | str) -> str:
+    """``"cpu (2 threads)"`` or the GPU's name: what a timing was measured on, for speed plots and claims."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{device.type} ({torch.get_num_threads()} threads)"

@@ -23,6 +23,7 @@ import torch
 
 from ... import metrics, store
 from ...checks import whole_number
+from ...device import device_label  # noqa: F401  (re-exported: notebook 05 and the speed benchmark read it here)
 from ...masked_lm import MaskedLM
 from .mechanism import (DecodeConfig, autoregressive_batched, autoregressive_generate, check_fits, check_iterations,
                         check_length, check_positive, check_prompts, mask_predict, mask_predict_batched)
@@ -248,14 +249,6 @@ def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, length
             rows.append({"method": variant, "iterations": steps, "length": length, "seed": seed,
                          "seconds": seconds, "tokens_per_s": length / seconds})
     return rows
-
-
-def device_label(device: torch.device | str) -> str:
-    """``"cpu (2 threads)"`` or the GPU's name, for speed plots."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{device.type} ({torch.get_num_threads()} threads)"
 
 
 def speed_ratios(rows: list[dict], method: str = "mask-predict"):

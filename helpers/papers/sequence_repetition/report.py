@@ -504,10 +504,51 @@ def _probe_claims(probe: dict, tagging: TaggingData, num_layers: int, figure_pre
     return rows
 
 
+SPEED_MARGIN = 0.1  # ours: "matches the base model's inference time" read as within ±10% of it
+# Table 2's two statements in §4.5: r=1 with exit@19 beats the base's speed; r=2 with exit@24 matches it.
+SPEED_CELLS = ((19, 1, "faster"), (24, 2, "matches"))
+
+
+def _speed_claims(per_trial: dict, num_layers: int, speed_device: str, figure_prefix: str) -> list:
+    """Table 2 (§4.5) on our timer: the speedup over the base (r = 0, all layers) within each interleaved trial,
+    with a t interval over the trials, at the paper's exit layers scaled to our depth. A row can be *not
+    reproduced* only when the timer itself orders what it must (r = 1 at full depth slower than the base)."""
+    from ...claims import Claim
+
+    paper = paper_speedups_table()
+    full_r1 = per_trial.get((num_layers, 1))
+    sane = full_r1 is not None and len(full_r1) > 1 and metrics.seed_interval(full_r1)[2] < 1.0
+    check = (f"the timer orders the configurations as their work does: r=1 at full depth runs "
+             f"{np.mean(full_r1):.2f}x the base speed (< 1)") if sane else ""
+    rows = []
+    for paper_layer, r, kind in SPEED_CELLS:
+        layer = scaled_exit_layer(paper_layer, num_layers)
+        samples = per_trial.get((layer, r))
+        if samples is None or len(samples) < 2:
+            continue
+        value, low, high = metrics.seed_interval(samples)
+        paper_value = f"{paper.loc[paper_layer, r]:.2f}x (Mistral-7B, exit@{paper_layer} of 32, GPU)"
+        common = dict(notebook="04", paper="003", where="§4.5, Table 2", paper_value=paper_value,
+                      ours=f"{value:.2f}x at exit@{layer} of {num_layers} on {speed_device}", low=low, high=high,
+                      value=value, method=f"t over {len(samples)} interleaved timing trials", n=len(samples),
+                      check=check, figure=f"{figure_prefix}sr_speed.png",
+                      quantity=f"speedup over the base, r={r}, exit@{paper_layer} (scaled)")
+        if kind == "faster":
+            rows.append(Claim(**common, claim=f"SR r={r} with exit@{paper_layer} (scaled) runs faster than the base "
+                                              "model (r=0, all layers)", direction=1, threshold=1.0))
+        else:
+            rows.append(Claim(**common, claim=f"at r={r} and exit@{paper_layer} (scaled), SR matches the base "
+                                              f"model's inference time (within ±{SPEED_MARGIN:g}x)",
+                              threshold=1.0, margin=SPEED_MARGIN,
+                              margin_source="ours: 'matches' read as within 10% of the base time (the paper: 0.98x)"))
+    return rows
+
+
 def claims(views: dict, results: Sequence, tagging: TaggingData, probe: dict | None, num_layers: int,
-           figure_prefix: str = "figures/04_") -> list:
+           figure_prefix: str = "figures/04_", *, speed: dict | None = None, speed_device: str = "") -> list:
     """Notebook 04's ledger rows: Fig. 1 shares, Fig. 2 (r=0 vs r=1), Table 1 (SR vs middle and full unmasking),
-    Fig. 5 (exit vs full depth, fine-tuned and probed). ``results`` are tables from
+    Fig. 5 (exit vs full depth, fine-tuned and probed) and, with ``speed`` (``measure_speedups``' per-trial
+    speedups, timed on ``speed_device``), Table 2. ``results`` are tables from
     :func:`~.experiment.run_experiments`; the rows of ``tagging.task`` are used."""
     import pandas as pd
 
@@ -519,4 +560,6 @@ def claims(views: dict, results: Sequence, tagging: TaggingData, probe: dict | N
     rows += _fine_tuned_claims(results, tagging, num_layers, figure_prefix)
     if probe:
         rows += _probe_claims(probe, tagging, num_layers, figure_prefix)
+    if speed:
+        rows += _speed_claims(speed, num_layers, speed_device or "this machine", figure_prefix)
     return rows

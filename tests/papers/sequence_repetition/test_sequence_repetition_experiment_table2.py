@@ -1,0 +1,49 @@
+"""Sequence repetition's Table 2 (seed 003): speedups timed trial by trial, and the two §4.5 statements as rows."""
+import pytest
+import torch
+
+from helpers import claims, models
+from helpers.papers.sequence_repetition import experiment_table2 as T2
+from helpers.papers.sequence_repetition import report
+from helpers.papers.sequence_repetition.mechanism import scaled_exit_layer
+
+
+def test_speedups_come_with_one_value_per_trial_and_the_base_is_one(tiny):
+    body, _ = tiny
+    depth = models.num_layers(body)
+    ids = torch.randint(3, 50, (3, 6))
+    mask = torch.ones_like(ids)
+    speedups, seconds, per_trial = T2.measure_speedups(body, ids, mask, repeats=(0, 1), exits=[2, None],
+                                                       batch_size=2, trials=3, progress=False)
+    assert set(per_trial) == {(2, 0), (2, 1), (depth, 0), (depth, 1)}
+    assert all(len(values) == 3 and all(v > 0 for v in values) for values in per_trial.values())
+    assert per_trial[(depth, 0)] == (1.0, 1.0, 1.0)  # the base against itself, trial by trial
+    assert speedups.loc[depth, 0] == pytest.approx(1.0)
+    assert speedups.loc[2, 1] == pytest.approx(seconds.loc[depth, 0] / seconds.loc[2, 1])
+    with pytest.raises(ValueError, match="trials"):
+        T2.measure_speedups(body, ids, mask, repeats=(0,), exits=[None], batch_size=2, trials=0, progress=False)
+
+
+def _trials(depth, faster, matched, full_r1=(0.5, 0.52, 0.48)):
+    return {(scaled_exit_layer(19, depth), 1): faster, (scaled_exit_layer(24, depth), 2): matched,
+            (depth, 1): full_r1, (depth, 0): (1.0, 1.0, 1.0)}
+
+
+def test_table2_rows_follow_the_rule_and_need_a_sane_timer_to_refute():
+    depth = 30
+    rows = report._speed_claims(_trials(depth, (1.5, 1.6, 1.55), (0.99, 1.01, 1.0)), depth, "cpu (2 threads)", "figures/04_")
+    faster, matches = rows
+    assert faster.threshold == 1.0 and faster.direction == 1 and faster.verdict == "reproduced"
+    assert matches.margin == report.SPEED_MARGIN and matches.margin_source.startswith("ours:")
+    assert matches.verdict == "reproduced" and "1.00x" in matches.ours
+    assert "1.51x" in faster.paper_value and "0.98x" in matches.paper_value  # Table 2's own cells
+    # far from the base's time with a timer that orders r=1 at full depth below the base: not reproduced
+    slow = report._speed_claims(_trials(depth, (0.6, 0.62, 0.61), (0.45, 0.46, 0.44)), depth, "cpu", "figures/04_")
+    assert [row.verdict for row in slow] == ["not reproduced", "not reproduced"] and slow[1].check
+    # a timer that does not order them: no refutation, only an inconclusive row
+    blind = report._speed_claims(_trials(depth, (0.6, 0.62, 0.61), (0.45, 0.46, 0.44), full_r1=(1.2, 1.1, 1.3)),
+                                 depth, "cpu", "figures/04_")
+    assert [row.verdict for row in blind] == ["inconclusive", "inconclusive"]
+    assert all(row.quantity.endswith("(scaled)") and not row.trained for row in rows)
+    assert report._speed_claims({}, depth, "cpu", "figures/04_") == []
+    assert all(isinstance(row, claims.Claim) for row in rows)
