@@ -755,14 +755,30 @@ def study_provenance(origins: dict[int, dict], profile: str) -> dict:
             "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter")}
 
 
+# The paper settings each notebook's parameters cell fingerprints with its profile (``parameters(NN, cfg, settings)``,
+# settings = ``profiles.settings_for(paper)``). Notebook 02's cell fingerprints a dict of its own, so only its profile
+# decides whether one of its seeds is finished.
+NOTEBOOK_SETTINGS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition", "05": "openltg", "06": "emat",
+                     "07": "diffusion"}
+
+
 def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
     """Whether seed ``seed``'s claims of ``notebook`` are in :func:`study_dir`, computed under the profile with that
-    seed (what lets an interrupted study resume without redoing a finished seed)."""
+    seed and under the notebook's current settings (:data:`NOTEBOOK_SETTINGS`): what lets an interrupted study resume
+    without redoing a finished seed, and never keeps a seed computed under settings since changed."""
+    from . import profiles
+
     path = study_dir(profile, seed) / f"{notebook}.json"
     if not path.exists():
         return False
     origin = _read_payload(path).get("provenance") or {}
-    return origin.get("profile_fingerprint") == seed_fingerprint(profile, seed)
+    if origin.get("profile_fingerprint") != seed_fingerprint(profile, seed):
+        return False
+    paper = NOTEBOOK_SETTINGS.get(notebook)
+    if paper is None:
+        return True
+    seeded = profiles.get(profile).replace(seed=int(seed))
+    return origin.get("parameters") == store.fingerprint([seeded, profiles.settings_for(paper, seeded)])
 
 
 def record_study(profile: str, seeds: Sequence[int], notebook: str) -> list[Claim]:

@@ -421,6 +421,26 @@ def test_a_seed_study_refuses_what_it_cannot_average():
     assert claims.combine_seeds({0: [claims.Claim(**ROW)]})[0] == claims.Claim(**ROW)  # not trained: seed 0's
 
 
+def test_a_study_seed_computed_under_other_notebook_settings_is_not_done(tmp_path, monkeypatch):
+    import dataclasses
+
+    from helpers import profiles
+
+    _workbook(tmp_path, monkeypatch)
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.setenv(profiles.SEED_VAR, "1")
+    cfg = profiles.current()
+    row = claims.Claim(**{**ROW, "notebook": "03"})
+    settings = profiles.settings_for("magnet", cfg)
+    claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, settings))
+    assert claims.study_seed_is_done("cpu", 1, "03")
+    # the same seed computed before a setting of notebook 03 changed (here: its evaluation cadence) is run again
+    claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, dataclasses.replace(settings, eval_every=7)))
+    assert not claims.study_seed_is_done("cpu", 1, "03")
+    claims.record([row], "03", cfg)  # no parameters recorded: nothing says which settings it ran under
+    assert not claims.study_seed_is_done("cpu", 1, "03")
+
+
 def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_single_seed(tmp_path, monkeypatch,
                                                                                               capsys):
     from helpers import profiles

@@ -246,7 +246,7 @@ def _train(name: str, **options) -> list[Path]:
 
 def test_magnet_the_notebook_finds_the_commands_runs_and_trains_no_step(smoke_root):
     from helpers import memory, models
-    from helpers.papers.magnet import experiment, experiment_table5
+    from helpers.papers.magnet import experiment
 
     folders = _train("magnet")
     assert [folder.name.rsplit("_", 1)[0] for folder in folders] == ["03_magnet_smoke", "03_llm2vec_simcse_smoke"]
@@ -256,14 +256,15 @@ def test_magnet_the_notebook_finds_the_commands_runs_and_trains_no_step(smoke_ro
     settings = profiles.settings_for("magnet")
     base, tokenizer = models.load_model(cfg.model_name)
     train_data = experiment.joint_data(cfg, settings, tokenizer)
-    curve_prefixes, fig6_evaluate = experiment_table5.fig6_evaluation(cfg, settings, tokenizer)
+    curve_prefixes, evaluate = experiment.joint_evaluation(cfg, settings, tokenizer)
     settings = memory.fit_training("03", cfg, settings)
-    magnet_run = experiment.train_magnet(base, tokenizer, cfg, settings, train_data, evaluate=fig6_evaluate)
-    llm2vec_run = experiment.train_llm2vec_style(tokenizer, cfg, settings, train_data, evaluate=fig6_evaluate)
+    magnet_run = experiment.train_magnet(base, tokenizer, cfg, settings, train_data, evaluate=evaluate)
+    llm2vec_run = experiment.train_llm2vec_style(tokenizer, cfg, settings, train_data, evaluate=evaluate)
     assert [magnet_run.path, llm2vec_run.path] == folders
     assert _snapshot(folders) == before  # not a step more
     evaluations = [record for record in magnet_run.records if any(key.startswith("rep") for key in record)]
     assert evaluations, magnet_run.records  # Fig. 6's curve: the command trained with the notebook's evaluation
+    assert all(experiment.HELDOUT_KEY in record for record in evaluations)  # and the budget check's held-out curve
     assert (smoke_root / "data" / "cache" / "adapters").is_dir()
 
 

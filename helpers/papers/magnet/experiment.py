@@ -98,6 +98,42 @@ def joint_data(profile, settings: MagnetSettings, tokenizer) -> JointData:
     return JointData(blocks, sentences, positive_pool(sentences, settings))
 
 
+HELDOUT_KEY = "heldout_mntp_accuracy"  # the budget check's curve in a joint run's evaluation records
+
+
+def heldout_mntp_batches(profile, settings: MagnetSettings, tokenizer) -> list[dict]:
+    """The budget check's held-out set: ``settings.heldout_blocks`` validation blocks of ``seq_len`` tokens, corrupted
+    once for MNTP (§3.2.1: 20% of the tokens, 80/10/10) with a fixed seed, in batches of ``settings.batch_size``."""
+    wanted = math.ceil(settings.heldout_blocks / settings.batch_size) * settings.batch_size
+    blocks = D.token_blocks(tokenizer, (p.text for p in D.load_paragraphs(profile.corpus, "validation")),
+                            settings.seq_len, max_blocks=wanted)
+    if len(blocks) < wanted:
+        raise ValueError(f"the validation split of corpus={profile.corpus!r} holds {len(blocks)} blocks of "
+                         f"{settings.seq_len} tokens, fewer than heldout_blocks={settings.heldout_blocks} (rounded up to "
+                         f"batches of {settings.batch_size}); lower heldout_blocks")
+    return O.fixed_eval_batches("mntp", blocks, batch_size=settings.batch_size, num_batches=wanted // settings.batch_size,
+                                mask_id=mask_id_for(tokenizer), vocab_size=len(tokenizer),
+                                special_ids=tokenizer.all_special_ids)
+
+
+def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list[str], Callable]:
+    """What a joint run evaluates every ``eval_every`` steps: Fig. 6's Rep-n of greedy generations from the
+    validation prefixes (:func:`experiment_table5.fig6_evaluation`) and the held-out MNTP accuracy under the
+    bidirectional mask (:data:`HELDOUT_KEY`, on :func:`heldout_mntp_batches`), whose slope over the last quarter of
+    training is the budget check of the rows that compare trained models. Returns ``(prefixes, evaluate)``; the one
+    definition notebook 03 and ``python -m helpers.train magnet`` both train with."""
+    from .experiment_table5 import fig6_evaluation
+
+    prefixes, degeneration = fig6_evaluation(profile, settings, tokenizer)
+    batches = heldout_mntp_batches(profile, settings, tokenizer)
+
+    def evaluate(model) -> dict:
+        heldout = O.evaluate_masked_lm(model, batches, M.bidirectional)
+        return {**degeneration(model), HELDOUT_KEY: heldout["eval_accuracy"], "heldout_mntp_loss": heldout["eval_loss"]}
+
+    return prefixes, evaluate
+
+
 def sscl_sentences(corpus: str, split: str, *, min_words: int, limit: int) -> list[str]:
     """SSCL training sentences: App. A uses lines of more than 20 words."""
     texts = [s.text for s in D.load_sentences(corpus, split, min_words=min_words + 1, limit=limit)]
@@ -389,21 +425,20 @@ def train_ablations(tokenizer, profile, settings: MagnetSettings, views: JointDa
 
 def train_command(profile, seed: int | None, *, stop_after: int | None = None, progress: bool = True) -> list[Path]:
     """Notebook 03's trainings as a command (``python -m helpers.train magnet``, under ``accelerate launch`` too):
-    the notebook's own calls in its order (sections 2 and 3: :func:`joint_data`, Fig. 6's evaluation,
+    the notebook's own calls in its order (sections 2 and 3: :func:`joint_data`, :func:`joint_evaluation`,
     ``memory.fit_training``, :func:`train_magnet`, :func:`train_llm2vec_style` on notebook 02's MNTP adapter, and
     Table 6's :func:`train_ablations` where the settings ask for them), so the run folders, their records and the
     saved adapter are the notebook's, which afterwards finds them finished and only evaluates. ``seed``: the
     profile's seed (LoRA's initialisation, the views' masks and batches, dropout; part of every key) when given.
     Returns the run folders."""
     from ... import memory, profiles
-    from .experiment_table5 import fig6_evaluation
 
     if seed is not None:
         profile = profile.replace(seed=seed)
     settings = profiles.settings_for("magnet", profile)
     base, tokenizer = models.load_model(profile.model_name)
     views = joint_data(profile, settings, tokenizer)
-    _, evaluate = fig6_evaluation(profile, settings, tokenizer)
+    _, evaluate = joint_evaluation(profile, settings, tokenizer)
     settings = memory.fit_training("03", profile, settings)
     options = dict(resume=True, progress=progress, stop_after=stop_after)
     folders = [train_magnet(base, tokenizer, profile, settings, views, evaluate=evaluate, **options).path,

@@ -90,6 +90,36 @@ def magnet_training_figure(components: dict[str, list[dict]], boundaries: dict[s
     return fig
 
 
+def heldout_curve_figure(runs: dict[str, Sequence[dict]], key: str, plateau: tuple | None = None,
+                         fraction: float = 0.25) -> plt.Figure:
+    """The budget check: each run's held-out curve ``key`` against steps (evaluation records), with MAGNET's
+    least-squares line over the last ``fraction`` of training (``plateau`` = :func:`helpers.metrics.plateau`'s
+    ``(slope, low, high, last step)``) and its slope's interval in the title."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for index, (name, records) in enumerate(runs.items()):
+        points = sorted((r["step"], r[key]) for r in records if key in r)
+        if points:
+            steps, values = zip(*points)
+            ax.plot(steps, values, "o-", ms=3, color=_color(name, index), label=name)
+    magnet = sorted((r["step"], r[key]) for r in runs.get("MAGNET", ()) if key in r)
+    title = "held-out MNTP accuracy during joint training"
+    if plateau is not None and len(magnet) >= 2:
+        slope, low, high, last = plateau
+        first = magnet[0][0]
+        start = last - fraction * (last - first)
+        window = [(step, value) for step, value in magnet if step >= start] or magnet[-2:]
+        steps = np.array([step for step, _ in window], dtype=float)
+        values = np.array([value for _, value in window])
+        ax.axvspan(start, last, color="0.9", zorder=0, label=f"last {fraction:.0%} of training")
+        ax.plot(steps, values.mean() + slope * (steps - steps.mean()), "k--", lw=1.2, label="least-squares line")
+        title += (f"\nMAGNET's slope over the last {fraction:.0%}: {slope:+.2e} [{low:+.2e}, {high:+.2e}] per step "
+                  f"({'flat: holds 0' if low <= 0 <= high else 'still moving'})")
+    ax.set(xlabel="step", ylabel="masked-token accuracy (bidirectional)", title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 # --- Table 4 and the infilling widget ---
 
 def _paired_bars(ax, groups: Sequence[str], series: dict[str, Sequence[float | None]], paper: dict[str, Sequence[float | None]] | None,

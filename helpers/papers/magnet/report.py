@@ -256,8 +256,9 @@ def _table1_claims(probes: ProbeStudy, rows: dict, plateau: tuple | None) -> lis
     return out
 
 
-def _table4_claims(infilling: dict) -> list[ledger.Claim]:
-    """Table 4: the right context's gain (same model, left only against both sides), and MAGNET against the base."""
+def _table4_claims(infilling: dict, plateau: tuple | None) -> list[ledger.Claim]:
+    """Table 4: the right context's gain (same model, left only against both sides), and MAGNET against the base.
+    ``plateau``: the budget check of MAGNET's training."""
     out = []
     for dataset, by_model in infilling.items():
         examples = len(by_model["MAGNET"]["example_tokens"])
@@ -265,23 +266,24 @@ def _table4_claims(infilling: dict) -> list[ledger.Claim]:
         out.append(_claim("Table 4", f"{dataset}-style: MAGNET's infilling uses the right context (span NLL, left "
                           "only minus both sides, same model; nats/token)", "> 0 (implied by Table 4)", gain, low, high,
                           f"paired bootstrap over {examples} passages", examples, direction=1, trained=True,
-                          figure="03_infilling_ppl.png", quantity=f"{dataset}: right-context NLL gain"))
+                          plateau=plateau, figure="03_infilling_ppl.png", quantity=f"{dataset}: right-context NLL gain"))
         gain, low, high = nll_gain_interval(by_model["base"], by_model["MAGNET"])
         paper = math.log(PAPER["table4"][dataset]["base"] / PAPER["table4"][dataset]["MAGNET"])
         out.append(_claim("Table 4", f"{dataset}-style: MAGNET infills spans better than the base with its left "
                           "context (span NLL, base minus MAGNET; nats/token)", f"{paper:+.3f}", gain, low, high,
                           f"paired bootstrap over {examples} passages", examples, direction=1, trained=True,
-                          figure="03_infilling_ppl.png", quantity=f"{dataset}: NLL gain over base"))
+                          plateau=plateau, figure="03_infilling_ppl.png", quantity=f"{dataset}: NLL gain over base"))
     return out
 
 
 MUCH_LESS = 0.5  # ours: "much less" read as "less than half the LLM2Vec-style raise"
 
 
-def _table5_claims(generations: dict) -> list[ledger.Claim]:
+def _table5_claims(generations: dict, plateau: tuple | None) -> list[ledger.Claim]:
     """Fig. 6 / Table 5, per prefix set with that set's paper row: the LLM2Vec-style adaptation raises Rep-n over
     the base, and MAGNET raises it much less: MAGNET's raise minus :data:`MUCH_LESS` of LLM2Vec-style's, below 0
-    (the margin form of "a share below :data:`MUCH_LESS`", defined on every seed)."""
+    (the margin form of "a share below :data:`MUCH_LESS`", defined on every seed). ``plateau``: the budget check of
+    MAGNET's training, on the rows that rest on it."""
     out = []
     for set_name in dict.fromkeys(name for _, name in generations):
         paper = PAPER["table5"][set_name]
@@ -304,8 +306,43 @@ def _table5_claims(generations: dict) -> list[ledger.Claim]:
                               f"MAGNET's raise under {MUCH_LESS:g} of LLM2Vec-style's (ours: 'much less' read as less "
                               f"than half; the paper's share is {share:.2f}; {set_name})",
                               f"{margin:+.3f} (share {share:.2f}; {set_name})", value, low, high, method, prefixes,
-                              direction=-1, trained=True, figure="03_repetition.png",
+                              direction=-1, trained=True, plateau=plateau, figure="03_repetition.png",
                               quantity=f"{label} raise margin, MAGNET - {MUCH_LESS:g} x LLM2Vec-style, {set_name}"))
+    return out
+
+
+FIG6_FLAT = 0.1  # ours: "no such trend" read as a Rep-4 rise over the run under a tenth of LLM2Vec's Table 5 raise
+
+
+def _fig6_claims(curves: dict, plateau: tuple | None) -> list[ledger.Claim]:
+    """Fig. 6 ("LLM2Vec adaptation increases text repetition with more training, while no such trend is observed for
+    MAGNET"): each line's trend is its least-squares Rep-4 slope over its evaluations (:func:`helpers.metrics.plateau`
+    over the whole run, a Student-t interval), stated as the rise over the run (slope x steps). LLM2Vec-style's rise
+    lies above 0; MAGNET's lies within +-:data:`FIG6_FLAT` of LLM2Vec's Wikitext-103 Rep-4 raise over the base
+    (Table 5), a margin of ours, since the figure gives no number."""
+    out = []
+    paper = PAPER["table5"][TABLE5_SET]
+    flat = FIG6_FLAT * (paper["LLM2Vec-style"][REP_INDEX["rep_4"]] - paper["base"][REP_INDEX["rep_4"]])
+    for name, points in curves.items():
+        if len(points) < 3:  # a trend's interval needs a residual
+            continue
+        first, last = points[0]["step"], points[-1]["step"]
+        slope, low, high, _ = metrics.plateau(points, "rep_4", fraction=1.0)
+        span = last - first
+        method = f"least-squares slope over {len(points)} evaluations (t interval), x {span} steps"
+        common = dict(figure="03_repetition_curve.png", trained=True, fmt="{:+.3f}")
+        if name == "MAGNET":
+            out.append(_claim("Fig. 6", f"no repetition trend for MAGNET over its joint training: Rep-4's rise over the "
+                              f"run within +-{flat:.3f} (ours: a tenth of LLM2Vec's Table 5 Rep-4 raise over the base, "
+                              "Wikitext-103; the figure gives no number)", "no trend", slope * span, low * span,
+                              high * span, method, len(points), direction=0, margin=flat,
+                              margin_source=f"ours: {FIG6_FLAT:g} x LLM2Vec's Rep-4 raise in Table 5 (5-word)",
+                              plateau=plateau, quantity="Rep-4 rise over the run, MAGNET", **common))
+        else:
+            out.append(_claim("Fig. 6", f"the {name} adaptation raises repetition as it trains: Rep-4's rise over "
+                              "its run (the base at step 0, then MNTP and SimCSE) above 0", "rises", slope * span,
+                              low * span, high * span, method, len(points), direction=1,
+                              quantity=f"Rep-4 rise over the run, {name}", **common))
     return out
 
 
@@ -327,15 +364,16 @@ def _table6_claims(probes: ProbeStudy, rows: dict) -> list[ledger.Claim]:
     return out
 
 
-def claims(*, infilling: dict, generations: dict, probes: ProbeStudy, rows: dict,
+def claims(*, infilling: dict, generations: dict, probes: ProbeStudy, rows: dict, curves: dict | None = None,
            plateau: tuple | None = None) -> list[ledger.Claim]:
     """Notebook 03's ledger rows, each with its interval and verdict: Table 1 and its reference rows, Table 4's
     infilling gains, Table 5 / Fig. 6's Rep-n gaps and Table 6's MSG effect.
 
     ``rows`` names the study's readouts by role (``experiment_table1.claim_rows``): ``base``, ``step0``
     (bidirectional, untrained, shift), ``mntp``, ``magnet``, ``magnet_noshift``, ``base_mid``, ``magnet_mid``,
-    ``mntp_msg``. ``plateau``: :func:`helpers.metrics.plateau` of MAGNET's held-out curve over its joint training,
-    the budget check of the rows that compare trained models (None: not measured, so none reads "not reproduced").
+    ``mntp_msg``. ``curves``: Fig. 6's lines (``experiment_table5.fig6_curves``; None: no Fig. 6 rows).
+    ``plateau``: :func:`helpers.metrics.plateau` of MAGNET's held-out MNTP accuracy over its joint training, the budget
+    check of the rows that rest on MAGNET's training (None: not measured, so none reads "not reproduced").
     """
-    return [*_table1_claims(probes, rows, plateau), *_table4_claims(infilling), *_table5_claims(generations),
-            *_table6_claims(probes, rows)]
+    return [*_table1_claims(probes, rows, plateau), *_table4_claims(infilling, plateau),
+            *_table5_claims(generations, plateau), *_fig6_claims(curves or {}, plateau), *_table6_claims(probes, rows)]

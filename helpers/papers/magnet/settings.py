@@ -42,6 +42,8 @@ class MagnetSettings:
     simcse_steps: int = 800
     eval_every: int = 200
     checkpoint_every: int = 200
+    # The budget check: held-out MNTP accuracy at every evaluation, on this many validation blocks masked once.
+    heldout_blocks: int = 32
     gradient_checkpointing: bool = False  # recompute layers in backward (helpers.memory)
     # Table 5 / Fig. 6: greedy generation.
     gen_prefixes: int = 64
@@ -86,6 +88,8 @@ class MagnetSettings:
             raise ValueError(f"span_min={self.span_min}, span_max={self.span_max}: expected 1 <= span_min <= span_max")
         if self.max_spans * self.span_max + self.max_spans + 1 > self.seq_len:
             raise ValueError(f"max_spans x span_max = {self.max_spans} x {self.span_max} leaves no context in seq_len={self.seq_len}")
+        if self.heldout_blocks < 1:
+            raise ValueError(f"heldout_blocks={self.heldout_blocks} must be >= 1 (the held-out MNTP curve's blocks)")
         if self.sscl_batch_size < 2:
             raise ValueError(f"sscl_batch_size={self.sscl_batch_size} must be >= 2 for in-batch negatives")
         unknown = set(self.ablation_runs) - set(ABLATION_LAMBDAS)
@@ -101,7 +105,7 @@ SETTINGS = {
     # The same code paths at toy sizes on the tiny random Llama (nbmake).
     "smoke": MagnetSettings(seq_len=32, batch_size=2, phase1_steps=2, phase2_steps=2, lr=1e-3, train_blocks=16,
                             span_min=2, span_max=6, sscl_batch_size=2, sscl_max_len=24, sscl_min_words=5,
-                            sscl_pool=8, simcse_steps=2, eval_every=2, checkpoint_every=2, gen_prefixes=2,
+                            sscl_pool=8, simcse_steps=2, eval_every=2, checkpoint_every=2, heldout_blocks=2, gen_prefixes=2,
                             gen_new_tokens=6, curve_prefixes=2, infill_passages=2, infill_blocks=2, infill_block_len=48,
                             infill_span_min=3, infill_span_max=6, infill_examples=1, story_max_words=45, probe_source="silver",
                             probe_train_sentences=8, probe_test_sentences=6, probe_max_words=12, probe_steps=20,
@@ -111,10 +115,11 @@ SETTINGS = {
     # can separate the models: >= 500 probe test sentences, all ROC-style test passages, 2 x 100 prefixes x 128
     # tokens. Sentence clustering by novel is dropped (random assignment scored as high).
     # Budget (02 + 03 <= 22 min on 2 idle cores): evaluation takes about 60% of notebook 03, so joint training
-    # stays at 100 steps (a phase-1 step ~2.4 s, a phase-2 step with SSCL ~5.5 s).
+    # stays at 100 steps (a phase-1 step ~2.4 s, a phase-2 step with SSCL ~5.5 s). An evaluation every 5 steps gives
+    # the budget check six points over the last quarter (a slope with 4 degrees of freedom) and Fig. 6 21 points.
     "cpu": MagnetSettings(seq_len=128, batch_size=4, phase1_steps=80, phase2_steps=20, lr=5e-4, train_blocks=2000,
                           span_min=4, span_max=32, sscl_batch_size=8, sscl_max_len=64, sscl_pool=2000,
-                          simcse_steps=20, eval_every=50, checkpoint_every=20, gen_prefixes=100, gen_new_tokens=128,
+                          simcse_steps=20, eval_every=5, checkpoint_every=20, gen_prefixes=100, gen_new_tokens=128,
                           gen_batch_size=200, curve_prefixes=8, infill_passages=1000, infill_blocks=60,
                           infill_block_len=128, infill_examples=3, probe_source="silver", probe_train_sentences=200,
                           probe_test_sentences=500, probe_max_words=25, probe_classifier="logistic", sts=False,

@@ -86,5 +86,31 @@ def test_run_key_holds_what_changes_a_run_and_nothing_else():
     assert store.fingerprint(E.run_key(smoke.replace(name="cpu", gradient_checkpointing=True), settings)) == fingerprint
     for changed in (E.run_key(smoke.replace(seed=1), settings), E.run_key(smoke.replace(lora_r=8), settings),
                     E.run_key(smoke, dataclasses.replace(settings, phase2_steps=3)),
+                    E.run_key(smoke, dataclasses.replace(settings, heldout_blocks=4)),  # the records' held-out curve
                     E.run_key(smoke, settings, mntp_adapter={"config": {"steps": 2}})):
         assert store.fingerprint(changed) != fingerprint
+
+
+def test_joint_evaluation_scores_repetition_and_the_held_out_mntp_accuracy_on_fixed_batches(tiny):
+    from helpers import objectives as O
+    from helpers import masks as M
+
+    model, tokenizer = tiny
+    smoke, settings = profiles.get("smoke"), dataclasses.replace(SETTINGS["smoke"], heldout_blocks=3)
+    batches = E.heldout_mntp_batches(smoke, settings, tokenizer)
+    # 3 blocks rounded up to whole batches of batch_size=2; the validation split, masked once with a fixed seed
+    assert [len(batch["input_ids"]) for batch in batches] == [2, 2]
+    assert all(batch["input_ids"].shape[1] == settings.seq_len for batch in batches)
+    again = E.heldout_mntp_batches(smoke, settings, tokenizer)
+    assert all(torch.equal(a["labels"], b["labels"]) and torch.equal(a["input_ids"], b["input_ids"])
+               for a, b in zip(batches, again))
+    assert all((batch["input_ids"] == E.mask_id_for(tokenizer)).any() for batch in batches)
+    prefixes, evaluate = E.joint_evaluation(smoke, settings, tokenizer)
+    first, second = evaluate(model.eval()), evaluate(model)
+    assert len(prefixes) == settings.curve_prefixes and {"rep_4", "rep_sen", E.HELDOUT_KEY} <= set(first)
+    assert first == second  # the same model on the same batches: a curve moves only when training moves it
+    expected = O.evaluate_masked_lm(model, batches, M.bidirectional)
+    assert first[E.HELDOUT_KEY] == pytest.approx(expected["eval_accuracy"])
+    assert 0 <= first[E.HELDOUT_KEY] <= 1
+    with pytest.raises(ValueError, match="heldout_blocks=100000"):
+        E.heldout_mntp_batches(smoke, dataclasses.replace(settings, heldout_blocks=100_000), tokenizer)

@@ -51,6 +51,43 @@ def test_claims_quote_the_papers_numbers_from_one_place():
     assert quoted[23:] == ["+0.07", "+0.09", "+0.20"]  # Table 6, MNTP + MSG - MNTP
 
 
+def _curve(rep_4):
+    return [{"step": 10 * index, "rep_sen": 0.0, "rep_4": value} for index, value in enumerate(rep_4)]
+
+
+def test_fig6_rows_test_magnets_trend_against_a_stated_margin_and_llm2vecs_rise_above_zero():
+    flat = report.FIG6_FLAT * (0.4747 - 0.0601)  # a tenth of LLM2Vec's Table 5 Rep-4 raise (Wikitext-103)
+    curves = {"MAGNET": _curve([0.30, 0.301, 0.299, 0.300, 0.302, 0.300]),
+              "LLM2Vec-style": _curve([0.10, 0.20, 0.31, 0.39, 0.50])}
+    rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                         rows=P.claim_rows(middle=1), curves=curves, plateau=(0.0, -0.001, 0.001, 50))
+    magnet, llm2vec = [row for row in rows if row.where == "Fig. 6"]
+    assert magnet.margin == pytest.approx(flat) and magnet.margin_source.startswith("ours:")
+    assert magnet.low > -flat and magnet.high < flat and magnet.verdict == "reproduced"  # flat within the margin
+    assert llm2vec.value == pytest.approx(0.0099 * 40, rel=0.05) and llm2vec.verdict == "reproduced"  # slope per step x 40 steps
+    rising = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                           rows=P.claim_rows(middle=1), curves={"MAGNET": _curve([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])},
+                           plateau=(0.0, -0.001, 0.001, 50))
+    trend = next(row for row in rising if row.where == "Fig. 6")
+    assert trend.low > flat and trend.verdict != "reproduced"  # a clear trend: not "no trend"
+    # a curve of two evaluations has no residual to put an interval on: no row
+    assert not [row for row in report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                                             rows=P.claim_rows(middle=1), curves={"MAGNET": _curve([0.1, 0.2])})
+                if row.where == "Fig. 6"]
+
+
+def test_the_budget_check_reaches_every_row_that_rests_on_magnets_training():
+    still = (0.01, 0.005, 0.015, 100)
+    rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                         rows=P.claim_rows(middle=1), curves={"MAGNET": _curve([0.3, 0.4, 0.5])}, plateau=still)
+    carrying = [row for row in rows if row.plateau == still]
+    assert {row.where for row in carrying} == {"Table 1", "Table 1 (middle layer)", "Table 4", "Table 5, Fig. 6", "Fig. 6"}
+    assert all(row.verdict != "not reproduced" and row.still_improving for row in carrying)
+    # Fig. 6's MAGNET trend lies wholly beyond its margin here: the row says why it is not "not reproduced"
+    trend = next(row for row in carrying if row.where == "Fig. 6")
+    assert trend.low > trend.margin and "still improving at 100 steps (slope 0.01 [0.005, 0.015])" in trend.verdict_text
+
+
 def test_verdicts_follow_the_one_rule_for_each_kind_of_row():
     rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
                          rows=P.claim_rows(middle=1))
