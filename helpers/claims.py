@@ -755,16 +755,10 @@ def study_provenance(origins: dict[int, dict], profile: str) -> dict:
             "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter")}
 
 
-# The paper settings each notebook's parameters cell fingerprints with its profile (``parameters(NN, cfg, settings)``,
-# settings = ``profiles.settings_for(paper)``). Notebook 02's cell fingerprints a dict of its own, so only its profile
-# decides whether one of its seeds is finished.
-NOTEBOOK_SETTINGS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition", "05": "openltg", "06": "emat",
-                     "07": "diffusion"}
-
-
 def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
     """Whether seed ``seed``'s claims of ``notebook`` are in :func:`study_dir`, computed under the profile with that
-    seed and under the notebook's current settings (:data:`NOTEBOOK_SETTINGS`): what lets an interrupted study resume
+    seed and under the notebook's current settings (``profiles.NOTEBOOK_PAPERS``; notebook 02's parameters cell
+    fingerprints a dict of its own, so only its profile decides): what lets an interrupted study resume
     without redoing a finished seed, and never keeps a seed computed under settings since changed."""
     from . import profiles
 
@@ -774,7 +768,7 @@ def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
     origin = _read_payload(path).get("provenance") or {}
     if origin.get("profile_fingerprint") != seed_fingerprint(profile, seed):
         return False
-    paper = NOTEBOOK_SETTINGS.get(notebook)
+    paper = profiles.NOTEBOOK_PAPERS.get(notebook)
     if paper is None:
         return True
     seeded = profiles.get(profile).replace(seed=int(seed))

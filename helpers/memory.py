@@ -262,7 +262,7 @@ def training_settings(notebook: str, profile):
     _check_notebook(notebook)
     if notebook == "02":
         return training.masked_lm_recipe(profile)
-    return profiles.settings_for("magnet" if notebook == "03" else "sequence_repetition", profile)
+    return profiles.settings_for(profiles.NOTEBOOK_PAPERS[notebook], profile)
 
 
 def with_micro_batch(settings, micro_batch: int, grad_accum: int):

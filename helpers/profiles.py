@@ -112,6 +112,10 @@ def current() -> Profile:
 
 
 PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")
+# The paper whose settings each notebook's parameters cell reads (``settings_for(paper)``). Notebook 02 reads the
+# masked-LM recipe (``training.masked_lm_recipe``) instead.
+NOTEBOOK_PAPERS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition", "05": "openltg", "06": "emat",
+                   "07": "diffusion"}
 
 
 def settings_for(paper: str, profile: Profile | None = None):
