@@ -12,6 +12,7 @@ scaler on GPUs without native bf16, see ``helpers.device.precision``).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import random
@@ -405,7 +406,8 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
     Args:
         batch_for: ``(step, micro_index) -> batch``; must be deterministic so that resuming is exact.
         loss_fn: ``(model, batch) -> {"loss": ...}``.
-        evaluate: ``model -> {name: float}``, run at step 0, every ``eval_every`` steps and at the end.
+        evaluate: ``model -> {name: float}``, run at step 0, every ``eval_every`` steps and at the end; an evaluator
+            with a ``step`` parameter is also given the step (:func:`_evaluate`), so it can do part of its work less often.
         stop_after: stop (as if interrupted) once this step is done; a checkpoint is written there.
         settings: everything besides ``config`` that changes the run (objective, data, mask id, ...). Both are
             stored in ``run_dir/settings.json``; resuming a run stored under other settings is refused.
@@ -547,11 +549,21 @@ def linear_decay(steps: int) -> Callable[[int], float]:
 
 
 def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:
+    """Score ``model`` with ``evaluate`` and log the scores at ``step``; ``evaluate(model, step=step)`` when the
+    evaluator names a ``step`` parameter, else ``evaluate(model)``."""
     model.eval()
     with torch.no_grad():
-        scores = evaluate(model)
+        scores = evaluate(model, step=step) if takes_step(evaluate) else evaluate(model)
     model.train()
     log_metrics(run_dir, {"step": step, **{name: float(value) for name, value in scores.items()}})
+
+
+def takes_step(evaluate: Callable) -> bool:
+    """Whether an evaluator names a ``step`` parameter (then :func:`train` passes the step it evaluates at)."""
+    try:
+        return "step" in inspect.signature(evaluate).parameters
+    except (TypeError, ValueError):  # a callable without a signature (a builtin): the plain form
+        return False
 
 
 ADAPTER_METADATA = "workbook.json"

@@ -121,15 +121,22 @@ def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list
     validation prefixes (:func:`experiment_table5.fig6_evaluation`) and the held-out MNTP accuracy under the
     bidirectional mask (:data:`HELDOUT_KEY`, on :func:`heldout_mntp_batches`), whose slope over the last quarter of
     training is the budget check of the rows that compare trained models. Returns ``(prefixes, evaluate)``; the one
-    definition notebook 03 and ``python -m helpers.train magnet`` both train with."""
+    definition notebook 03 and ``python -m helpers.train magnet`` both train with.
+
+    ``evaluate(model, step)`` generates only at the steps that are multiples of ``settings.curve_every`` (every step
+    when it is None, or when no step is given): greedy generation is most of an evaluation's cost, and Fig. 6 needs
+    fewer points than the budget check."""
     from .experiment_table5 import fig6_evaluation
 
     prefixes, degeneration = fig6_evaluation(profile, settings, tokenizer)
     batches = heldout_mntp_batches(profile, settings, tokenizer)
 
-    def evaluate(model) -> dict:
+    def evaluate(model, step: int | None = None) -> dict:
         heldout = O.evaluate_masked_lm(model, batches, M.bidirectional)
-        return {**degeneration(model), HELDOUT_KEY: heldout["eval_accuracy"], "heldout_mntp_loss": heldout["eval_loss"]}
+        scores = {HELDOUT_KEY: heldout["eval_accuracy"], "heldout_mntp_loss": heldout["eval_loss"]}
+        if step is None or settings.curve_every is None or step % settings.curve_every == 0:
+            scores.update(degeneration(model))
+        return scores
 
     return prefixes, evaluate
 
@@ -389,9 +396,16 @@ def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: Joi
     model, records = joint_experiment(
         mntp_start, tokenizer, phases=[Phase(settings.simcse_steps, 0.0, 1.0, 0.0)], settings=settings,
         run_dir=run.path, blocks=None, sentences=views.sentences, paraphrases=views.paraphrases,
-        mask_id=mask_id_for(tokenizer), seed=profile.seed, evaluate=evaluate, lora=key.lora, four_bit=key.four_bit,
-        resume=resume, eval_every=max(1, settings.simcse_steps // 2), progress=progress, stop_after=stop_after)
+        mask_id=mask_id_for(tokenizer), seed=profile.seed, evaluate=every_evaluation(evaluate), lora=key.lora,
+        four_bit=key.four_bit, resume=resume, eval_every=max(1, settings.simcse_steps // 2), progress=progress,
+        stop_after=stop_after)
     return TrainedRun(model, records, run.path)
+
+
+def every_evaluation(evaluate: Callable | None) -> Callable | None:
+    """``evaluate`` without the step, so a step-aware evaluator does all its work at each evaluation: the SimCSE
+    stage's three evaluations are the whole of Fig. 6's LLM2Vec-style line after the base model."""
+    return None if evaluate is None else (lambda model: evaluate(model))
 
 
 def ablation_name(run: str) -> str:

@@ -18,3 +18,15 @@ def test_settings_refuse_too_small_an_sscl_batch():
     with pytest.raises(ValueError, match="sscl_batch_size=1"):
         MagnetSettings(seq_len=32, batch_size=2, phase1_steps=1, phase2_steps=1, lr=1e-3, train_blocks=4,
                        span_min=2, span_max=4, sscl_batch_size=1)
+
+
+def test_curve_every_must_keep_fig6s_first_and_last_points_on_evaluation_steps():
+    options = dict(seq_len=32, batch_size=2, phase1_steps=8, phase2_steps=4, lr=1e-3, train_blocks=4, span_min=2,
+                   span_max=4, eval_every=2)
+    assert MagnetSettings(**options, curve_every=4).curve_every == 4
+    assert MagnetSettings(**options).curve_every is None  # Fig. 6 at every evaluation
+    for bad in (3, 8, 0):  # not a multiple of eval_every; does not divide the 12 steps; not positive
+        with pytest.raises(ValueError, match=f"curve_every={bad}"):
+            MagnetSettings(**options, curve_every=bad)
+    cpu = SETTINGS["cpu"]  # the budget check keeps six held-out points in the last quarter; Fig. 6 keeps 6 points
+    assert cpu.total_steps // cpu.eval_every + 1 == 21 and cpu.total_steps // cpu.curve_every + 1 == 6
