@@ -696,8 +696,11 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
     mean, low, high = metrics.seeds_with_examples_interval(values, [(row.high - row.low) / 2 for row in group])
     moving = [row for row in group if row.still_improving]
     each = ", ".join(f"{seed}: {_number(value)}" for seed, value in zip(seeds, values))
+    # a baseline is shown to work for the method only when it worked on every seed
+    works = all(row.baseline_works is True for row in group) if first.baseline else first.baseline_works
     return dataclasses.replace(
         first, verdict="", value=mean, low=low, high=high, n_seeds=len(group), seed_values=tuple(values),
+        baseline_works=works,
         ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
         method=f"t over {len(group)} training seeds, with {first.method} nested",
         plateau=(moving[0] if moving else first).plateau)
@@ -707,7 +710,7 @@ def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
     """A seed study's rows: for each claim of the notebook, its rows from every seed made one (in seed ``min``'s order).
 
     A row that rests on training (``trained=True``) becomes the seed mean with :func:`_seed_combined`'s interval, its
-    ``n_seeds`` and ``seed_values``, and needs at least :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if
+    ``n_seeds`` and ``seed_values`` (its baseline works only if it worked on every seed), and needs at least :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if
     it holds on every seed; any other row (it does not rest on the seed) is seed ``min``'s. The verdict follows by
     the one rule. A claim missing from a seed, or found twice in one, is an error naming it and the seed."""
     seeds = sorted(rows_by_seed)

@@ -1,4 +1,5 @@
 """The claims ledger: rows are validated, verdicts follow the interval, the README table is the ledger's."""
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -421,6 +422,16 @@ def test_a_seed_study_refuses_what_it_cannot_average():
     assert claims.combine_seeds({0: [claims.Claim(**ROW)]})[0] == claims.Claim(**ROW)  # not trained: seed 0's
 
 
+def test_a_study_row_counts_its_baseline_as_working_only_if_it_worked_on_every_seed():
+    works = claims.combine_seeds(_seeds([2.0, 2.5, 3.0], baseline="the baseline", baseline_works=True))[0]
+    assert works.baseline_works is True and works.verdict == "reproduced"
+    seeds = _seeds([2.0, 2.5, 3.0], baseline="the baseline", baseline_works=True)
+    seeds[2][0] = dataclasses.replace(seeds[2][0], baseline_works=False, verdict="")  # a later seed's baseline broke
+    broken = claims.combine_seeds(seeds)[0]
+    assert broken.baseline_works is False and broken.verdict.startswith("inconclusive")
+    assert "was not shown to work" in broken.verdict_text
+
+
 def test_a_study_seed_computed_under_other_notebook_settings_is_not_done(tmp_path, monkeypatch):
     import dataclasses
 
@@ -435,7 +446,7 @@ def test_a_study_seed_computed_under_other_notebook_settings_is_not_done(tmp_pat
     claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, settings))
     assert claims.study_seed_is_done("cpu", 1, "03")
     # the same seed computed before a setting of notebook 03 changed (here: its evaluation cadence) is run again
-    claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, dataclasses.replace(settings, eval_every=7)))
+    claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, dataclasses.replace(settings, heldout_blocks=7)))
     assert not claims.study_seed_is_done("cpu", 1, "03")
     claims.record([row], "03", cfg)  # no parameters recorded: nothing says which settings it ran under
     assert not claims.study_seed_is_done("cpu", 1, "03")

@@ -123,8 +123,8 @@ def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list
     training is the budget check of the rows that compare trained models. Returns ``(prefixes, evaluate)``; the one
     definition notebook 03 and ``python -m helpers.train magnet`` both train with.
 
-    ``evaluate(model, step)`` generates only at the steps that are multiples of ``settings.curve_every`` (every step
-    when it is None, or when no step is given): greedy generation is most of an evaluation's cost, and Fig. 6 needs
+    ``evaluate(model, step)`` generates only at the steps that are multiples of ``settings.curve_every`` and at the
+    joint run's last step (at every evaluation when it is None, or when no step is given): greedy generation is most of an evaluation's cost, and Fig. 6 needs
     fewer points than the budget check."""
     from .experiment_table5 import fig6_evaluation
 
@@ -134,7 +134,8 @@ def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list
     def evaluate(model, step: int | None = None) -> dict:
         heldout = O.evaluate_masked_lm(model, batches, M.bidirectional)
         scores = {HELDOUT_KEY: heldout["eval_accuracy"], "heldout_mntp_loss": heldout["eval_loss"]}
-        if step is None or settings.curve_every is None or step % settings.curve_every == 0:
+        if (step is None or settings.curve_every is None or step % settings.curve_every == 0
+                or step == settings.total_steps):
             scores.update(degeneration(model))
         return scores
 

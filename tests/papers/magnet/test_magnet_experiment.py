@@ -119,20 +119,21 @@ def test_joint_evaluation_scores_repetition_and_the_held_out_mntp_accuracy_on_fi
 def test_joint_evaluation_generates_only_at_fig6_steps_and_training_passes_the_step(tiny, tmp_path):
     model, tokenizer = tiny
     smoke = profiles.get("smoke")
-    settings = dataclasses.replace(SETTINGS["smoke"], phase1_steps=4, phase2_steps=4, eval_every=2, curve_every=4)
+    settings = dataclasses.replace(SETTINGS["smoke"], phase1_steps=4, phase2_steps=6, eval_every=2, curve_every=4)
     _, evaluate = E.joint_evaluation(smoke, settings, tokenizer)
     assert T.takes_step(evaluate) and not T.takes_step(E.every_evaluation(evaluate))
     model.eval()
     at_curve, between, plain = evaluate(model, step=8), evaluate(model, step=2), E.every_evaluation(evaluate)(model)
+    assert "rep_4" in evaluate(model, step=10)  # the last step, though not a multiple of curve_every
     assert {"rep_4", "rep_sen", E.HELDOUT_KEY} <= set(at_curve) and {"rep_4", "rep_sen", E.HELDOUT_KEY} <= set(plain)
     assert E.HELDOUT_KEY in between and "rep_4" not in between and "rep_sen" not in between
     assert between[E.HELDOUT_KEY] == at_curve[E.HELDOUT_KEY]  # the budget check's points are all there
-    # the training loop passes each evaluation's step: held-out accuracy at 0, 2, ..., 8; Rep-n at 0, 4, 8
+    # the training loop passes each evaluation's step: held-out accuracy at 0, 2, ..., 10; Rep-n at 0, 4, 8 and 10
     blocks = torch.randint(10, 2000, (8, settings.seq_len), generator=torch.Generator().manual_seed(0))
     sentences = [f"Sentence number {i} says something rather different about item {i * 7}." for i in range(6)]
     fresh, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)  # the fixture stays bare
     _, records = E.joint_experiment(fresh, tokenizer, phases=E.magnet_phases(settings), settings=settings,
                                     run_dir=tmp_path / "run", blocks=blocks, sentences=sentences, mask_id=MASK_ID,
                                     evaluate=evaluate, progress=False, snapshot_phases=False)
-    assert [r["step"] for r in records if E.HELDOUT_KEY in r] == [0, 2, 4, 6, 8]
-    assert [r["step"] for r in records if "rep_4" in r] == [0, 4, 8]
+    assert [r["step"] for r in records if E.HELDOUT_KEY in r] == [0, 2, 4, 6, 8, 10]
+    assert [r["step"] for r in records if "rep_4" in r] == [0, 4, 8, 10]

@@ -136,3 +136,22 @@ def test_table_paper_lookups_read_paper():
     assert report.table1_paper()["base (causal)"] == report.PAPER["table1"]["base"]
     assert report.table6_paper_value("MNTP + MSG", "POS") == pytest.approx(93.38)
     assert list(report.ablation_table(_study()).index) == list(report.TABLE6_ROWS)
+
+
+def test_magnet_beats_llm2vec_style_mntp_only_where_that_baseline_beats_the_untrained_bidirectional_model():
+    names = P.claim_rows(middle=1)
+
+    def central_rows(mntp_correct, step0_correct, magnet_correct=10.0):
+        study = _study()
+        for row, correct in ((names["mntp"], mntp_correct), (names["step0"], step0_correct),
+                             (names["magnet"], magnet_correct)):
+            for task in P.PROBE_TASKS:
+                study.counts[row][task]["correct"] = np.full(study.n, correct)
+        rows = report.claims(infilling=_infilling(), generations=_generations(), probes=study, rows=names)
+        return [row for row in rows if "LLM2Vec-style MNTP's" in row.claim]
+
+    working = central_rows(mntp_correct=6.0, step0_correct=3.0)  # MNTP lifts POS above step 0
+    assert len(working) == 3 and all(row.baseline_works is True and row.verdict == "reproduced" for row in working)
+    broken = central_rows(mntp_correct=3.0, step0_correct=6.0)  # MNTP below its untrained start: a broken baseline
+    assert all(row.baseline_works is False and row.verdict == "inconclusive" for row in broken)
+    assert all("was not shown to work" in row.verdict_text for row in broken)
