@@ -710,8 +710,8 @@ def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
     """A seed study's rows: for each claim of the notebook, its rows from every seed made one (in seed ``min``'s order).
 
     A row that rests on training (``trained=True``) becomes the seed mean with :func:`_seed_combined`'s interval, its
-    ``n_seeds`` and ``seed_values`` (its baseline works only if it worked on every seed), and needs at least :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if
-    it holds on every seed; any other row (it does not rest on the seed) is seed ``min``'s. The verdict follows by
+    ``n_seeds`` and ``seed_values`` (its baseline works only if it worked on every seed), and needs at least
+    :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if it holds on every seed; any other row (it does not rest on the seed) is seed ``min``'s. The verdict follows by
     the one rule. A claim missing from a seed, or found twice in one, is an error naming it and the seed."""
     seeds = sorted(rows_by_seed)
     if not seeds:

@@ -407,7 +407,8 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         batch_for: ``(step, micro_index) -> batch``; must be deterministic so that resuming is exact.
         loss_fn: ``(model, batch) -> {"loss": ...}``.
         evaluate: ``model -> {name: float}``, run at step 0, every ``eval_every`` steps and at the end; an evaluator
-            with a ``step`` parameter is also given the step (:func:`_evaluate`), so it can do part of its work less often.
+            with a ``step`` parameter is also given the step (:func:`_evaluate`), so it can do part of its work less
+            often.
         stop_after: stop (as if interrupted) once this step is done; a checkpoint is written there.
         settings: everything besides ``config`` that changes the run (objective, data, mask id, ...). Both are
             stored in ``run_dir/settings.json``; resuming a run stored under other settings is refused.

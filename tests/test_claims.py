@@ -433,8 +433,6 @@ def test_a_study_row_counts_its_baseline_as_working_only_if_it_worked_on_every_s
 
 
 def test_a_study_seed_computed_under_other_notebook_settings_is_not_done(tmp_path, monkeypatch):
-    import dataclasses
-
     from helpers import profiles
 
     _workbook(tmp_path, monkeypatch)
@@ -445,8 +443,9 @@ def test_a_study_seed_computed_under_other_notebook_settings_is_not_done(tmp_pat
     settings = profiles.settings_for("magnet", cfg)
     claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, settings))
     assert claims.study_seed_is_done("cpu", 1, "03")
-    # the same seed computed before a setting of notebook 03 changed (here: its evaluation cadence) is run again
-    claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, dataclasses.replace(settings, heldout_blocks=7)))
+    # the same seed computed before a setting of notebook 03 changed (here: its held-out blocks) is run again
+    changed = dataclasses.replace(settings, heldout_blocks=7)
+    claims.record([row], "03", cfg, parameters=claims.parameters("03", cfg, changed))
     assert not claims.study_seed_is_done("cpu", 1, "03")
     claims.record([row], "03", cfg)  # no parameters recorded: nothing says which settings it ran under
     assert not claims.study_seed_is_done("cpu", 1, "03")

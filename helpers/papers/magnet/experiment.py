@@ -124,8 +124,8 @@ def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list
     definition notebook 03 and ``python -m helpers.train magnet`` both train with.
 
     ``evaluate(model, step)`` generates only at the steps that are multiples of ``settings.curve_every`` and at the
-    joint run's last step (at every evaluation when it is None, or when no step is given): greedy generation is most of an evaluation's cost, and Fig. 6 needs
-    fewer points than the budget check."""
+    joint run's last step (at every evaluation when it is None, or when no step is given): greedy generation is most
+    of an evaluation's cost, and Fig. 6 needs fewer points than the budget check."""
     from .experiment_table5 import fig6_evaluation
 
     prefixes, degeneration = fig6_evaluation(profile, settings, tokenizer)

@@ -127,8 +127,8 @@ SETTINGS = {
     # greedy generations, the costly part of an evaluation, every 20 steps give MAGNET's line 6 points.
     "cpu": MagnetSettings(seq_len=128, batch_size=4, phase1_steps=80, phase2_steps=20, lr=5e-4, train_blocks=2000,
                           span_min=4, span_max=32, sscl_batch_size=8, sscl_max_len=64, sscl_pool=2000,
-                          simcse_steps=20, eval_every=5, curve_every=20, checkpoint_every=20, gen_prefixes=100, gen_new_tokens=128,
-                          gen_batch_size=200, curve_prefixes=8, infill_passages=1000, infill_blocks=60,
+                          simcse_steps=20, eval_every=5, curve_every=20, checkpoint_every=20, gen_prefixes=100,
+                          gen_new_tokens=128, gen_batch_size=200, curve_prefixes=8, infill_passages=1000, infill_blocks=60,
                           infill_block_len=128, infill_examples=3, probe_source="silver", probe_train_sentences=200,
                           probe_test_sentences=500, probe_max_words=25, probe_classifier="logistic", sts=False,
                           ablation_runs=()),
