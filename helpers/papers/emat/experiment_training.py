@@ -50,10 +50,11 @@ def head_run(name: str, dataset: MTCDataset, mlm: MaskedLM, training_settings: H
 
 def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evaluate, *, epochs: int | None,
                training_settings: HeadTraining, run: store.Run, max_grad_norm: float = 0.0, resume: bool = True,
-               progress: bool = True, steps: int | None = None) -> list[dict]:
+               progress: bool = True, steps: int | None = None, evals_per_epoch: int = 1) -> list[dict]:
     """Adam (``lr``), batches of ``batch_size`` over a fresh seeded permutation each epoch (App. C, Table 8), through
-    ``training.train``: metrics per step and dev metrics per epoch in the run's ``metrics.jsonl``, a checkpoint per
-    epoch, and a finished run is reused rather than retrained."""
+    ``training.train``: metrics per step and dev metrics every ``steps per epoch // evals_per_epoch`` steps (and at
+    step 0 and the last step) in the run's ``metrics.jsonl``, a checkpoint per epoch, and a finished run is reused
+    rather than retrained."""
     if (epochs is None) == (steps is None):
         raise ValueError(f"epochs={epochs!r}, steps={steps!r}: give exactly one of them")
     if epochs is not None:
@@ -73,9 +74,11 @@ def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evalu
         return {name: tensor[rows].to(device) for name, tensor in tensors.items()}
 
     total = epochs * per_epoch if epochs is not None else whole_number(steps, "steps")
+    whole_number(evals_per_epoch, "evals_per_epoch")
     every = per_epoch if epochs is not None else total
     config = training.TrainConfig(steps=total, batch_size=batch_size, lr=training_settings.lr,
-                                  max_grad_norm=max_grad_norm, eval_every=every, checkpoint_every=every,
+                                  max_grad_norm=max_grad_norm, eval_every=max(1, every // evals_per_epoch),
+                                  checkpoint_every=every,
                                   seed=seed, extra={"examples": count, "steps per epoch": per_epoch})
     return training.train(head, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run.path,
                           evaluate=evaluate, resume=resume, progress=progress, settings=run.settings)
@@ -164,7 +167,7 @@ def train_gru(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSpli
     run = head_run("gru", dataset, mlm, training_settings, resume=resume)
     records = train_head(gru, tensors, loss_fn, evaluate, epochs=training_settings.gru_epochs,
                          training_settings=training_settings, run=run, max_grad_norm=1.0, resume=resume,
-                         progress=progress)
+                         progress=progress, evals_per_epoch=training_settings.gru_evals_per_epoch)
     return gru.eval(), records, pretraining
 
 

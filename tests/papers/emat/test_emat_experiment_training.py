@@ -89,3 +89,23 @@ def test_length_hits_mark_each_sentence_whose_class_the_probe_gets_right(tiny_ml
     hits = experiment_training.length_hits(classifier, encoded, torch.zeros(4, tiny_mlm.hidden_size))
     assert hits == [0, 1, 0, 1]
     assert experiment_training.length_accuracy(classifier, encoded, torch.zeros(4, tiny_mlm.hidden_size)) == 0.5
+
+
+def test_a_head_is_evaluated_evals_per_epoch_times_an_epoch_and_at_its_start_and_end(tiny_mlm, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    training = dataclasses.replace(SETTINGS.training, batch_size=2)
+    run = experiment_training.head_run("probe", _Dataset(tmp_path / "dataset-probe"), tiny_mlm, training)
+    torch.manual_seed(0)
+    head = torch.nn.Linear(3, 2)
+    tensors = {"x": torch.randn(12, 3), "y": torch.randint(0, 2, (12,))}  # 6 steps an epoch
+    loss_fn = lambda model, batch: {"loss": torch.nn.functional.cross_entropy(model(batch["x"]), batch["y"])}  # noqa: E731
+    evaluate = lambda model: {"dev a@1": float(model.weight.sum())}  # noqa: E731
+    records = experiment_training.train_head(head, tensors, loss_fn, evaluate, epochs=2, training_settings=training,
+                                             run=run, progress=False, evals_per_epoch=3)
+    assert sorted(record["step"] for record in records if "dev a@1" in record) == [0, 2, 4, 6, 8, 10, 12]
+    assert max(record["step"] for record in records) == 12
+    with pytest.raises(ValueError, match="evals_per_epoch"):
+        experiment_training.train_head(head, tensors, loss_fn, evaluate, epochs=2, training_settings=training,
+                                       run=run, progress=False, evals_per_epoch=0)
