@@ -55,7 +55,7 @@ def _smooth(values: Sequence[float], window: int) -> np.ndarray:
 
 
 def training_figure(runs: dict[str, list[dict]], dev_metric: str = "dev a@1") -> plt.Figure:
-    """Training loss per step and the dev metric per epoch for each head (the records in runs/)."""
+    """Training loss per step and the dev metric at each evaluation for each head (the records in runs/)."""
     if not runs:
         raise ValueError("runs is empty; pass {label: training records}")
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
