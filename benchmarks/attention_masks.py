@@ -17,7 +17,7 @@ from torch.nn.attention.flex_attention import flex_attention
 from torch.nn.functional import scaled_dot_product_attention
 
 from helpers import masks as M
-from helpers.device import get_device
+from helpers.device import device_label, get_device
 
 
 def magnet_spans(length: int) -> list[tuple[int, int]]:
@@ -81,8 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device(args.device) if args.device else get_device()
     heads, head_dim = (32, 128) if args.llama else (9, 64)
-    label = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device {device} ({label}), batch {args.batch}, {heads} heads x {head_dim}, torch {torch.__version__}")
+    print(f"device {device_label(device)}, batch {args.batch}, {heads} heads x {head_dim}, torch {torch.__version__}")
     rows = run(args.lengths, device, heads, head_dim, args.repeats, args.batch, args.calls)
     print(f"{'L':>6} {'causal ms':>10} {'dense ms':>10} {'flex ms':>10} {'dense/causal':>13} {'flex/causal':>12} "
           f"{'flex speed vs causal':>21} {'flex causal ms':>15} {'dense mask MiB':>15} {'block sparsity %':>17}")

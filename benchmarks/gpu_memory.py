@@ -11,8 +11,8 @@ It prints, per workload:
   1 GiB allowance for the CUDA context (which the allocator does not see), and the reserved peak plus the context
   (what ``nvidia-smi`` would show) against the full estimate less the resident models.
 
-4-bit loading needs bitsandbytes; without it the paper profile's Llama-2-7B is measured in bf16, and its estimate
-is computed for bf16 too (the line says so).
+The script measures unquantised models only: the paper profile's Llama-2-7B, which that profile loads in nf4, is
+measured in bf16 and its estimate computed for bf16 too (the line says so).
 
     python benchmarks/gpu_memory.py [--profiles gpu paper] [--checkpointing on off]
     python benchmarks/gpu_memory.py --tiny      # a CPU-sized shape on CPU: checks the script itself (no peak)
@@ -21,23 +21,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM
 
 from helpers import masks as M
 from helpers import memory, objectives as O, profiles, training as T
-from helpers.device import get_device
+from helpers.device import device_label, get_device
 
 TINY = memory.ModelShape("tiny probe", 128, 256, 2, 4, 2, 1000, True)
 
 
 def random_model(shape: memory.ModelShape, dtype: torch.dtype, device: torch.device):
-    config = LlamaConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                         num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                         num_key_value_heads=shape.kv_heads, tie_word_embeddings=shape.tied,
-                         max_position_embeddings=4096)
+    config = shape.llama_config(max_position_embeddings=4096)
     torch.manual_seed(0)
     with device:  # initialised where it runs: a 7B model's random init on the CPU takes minutes
         return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=dtype)
@@ -85,26 +81,17 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device("cpu") if args.tiny else get_device()
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    four_bit_possible = device.type == "cuda" and importlib.util.find_spec("bitsandbytes") is not None
     gib = memory.GIB
     precision_name = str(dtype).removeprefix("torch.")
-    label = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (run-through only, no peak)"
-    print(f"device {label}, {dtype}")
+    print(f"device {device_label(device)}{'' if device.type == 'cuda' else ', run-through only, no peak'}, {dtype}")
     rows = []
     for name in args.profiles:
         base = memory.workload("02", profiles.get(name))
         if args.tiny:
             base = dataclasses.replace(base, model=TINY, micro_batch=2, seq_len=64)
         for checkpointing in args.checkpointing:
-            work = dataclasses.replace(base, checkpointing=checkpointing == "on", resident_models=0)
-            if work.four_bit and not four_bit_possible:
-                work = dataclasses.replace(work, four_bit=False)
-                note = f"{precision_name} (no bitsandbytes here; the profile loads nf4)"
-            else:
-                note = "nf4" if work.four_bit else precision_name
-            if work.four_bit:
-                print(f"{name}: nf4 measurement not implemented in this script; skipped")
-                continue
+            note = precision_name + (" (the profile loads nf4; measured unquantised)" if base.four_bit else "")
+            work = dataclasses.replace(base, checkpointing=checkpointing == "on", resident_models=0, four_bit=False)
             estimate = memory.estimate(work, dtype_bytes=2)
             try:
                 got = measure(work, device, dtype)

@@ -22,7 +22,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from helpers import objectives as O
 from helpers import training as T
-from helpers.device import get_device
+from helpers.device import device_label, get_device
 from helpers.papers.magnet import mechanism as G
 
 ONE_B = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
@@ -101,8 +101,7 @@ def main() -> None:
             optimizer.zero_grad(set_to_none=True)
         sync()
         timings[name] = ((time.perf_counter() - start) / args.steps, tokens)
-    label = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device {device} ({label}), {dtype}, batch {args.batch} x L={args.length}, "
+    print(f"device {device_label(device)}, {dtype}, batch {args.batch} x L={args.length}, "
           f"SSCL {args.sscl_batch} x ≤{args.sscl_length} (x and x^+: {sscl_tokens} real tokens)")
     reference = timings["MNTP (notebook 02)"][0]
     for name, (seconds, tokens) in timings.items():

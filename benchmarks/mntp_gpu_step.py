@@ -19,7 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from helpers import objectives as O
 from helpers import training as T
-from helpers.device import get_device
+from helpers.device import device_label, get_device
 
 ONE_B = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
              num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
@@ -79,7 +79,7 @@ def main() -> None:
     lora_flops = tokens * (4 * parameters + 2 * attention)
     full_flops = tokens * (6 * parameters + 3 * attention)
     peak = peak_tflops(device, args.peak_tflops)
-    print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), {dtype}, "
+    print(f"device {device_label(device)}, {dtype}, "
           f"{parameters / 1e9:.2f}B parameters, batch {args.batch} x L={args.length}")
     print(f"step {seconds * 1e3:.1f} ms, {tokens / seconds:,.0f} tokens/s")
     for label, flops in (("LoRA step (4N + attention)", lora_flops), ("6N + attention", full_flops)):

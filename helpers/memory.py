@@ -79,6 +79,14 @@ class ModelShape:
     def parameters(self) -> int:
         return self.linear_parameters + self.other_parameters
 
+    def llama_config(self, **extra):
+        """A transformers ``LlamaConfig`` of this shape (``extra``: further config fields), for a random model of it."""
+        from transformers import LlamaConfig
+
+        return LlamaConfig(vocab_size=self.vocab, hidden_size=self.hidden, intermediate_size=self.intermediate,
+                           num_hidden_layers=self.layers, num_attention_heads=self.heads,
+                           num_key_value_heads=self.kv_heads, tie_word_embeddings=self.tied, **extra)
+
     def lora_parameters(self, r: int) -> int:
         """LoRA A and B on q, k, v, o of every layer (``training.LoraSettings``' targets)."""
         h, kv = self.hidden, self.kv_dim

@@ -5,7 +5,7 @@ import os
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
 from helpers import attention as A
 from helpers import masks as M
@@ -22,9 +22,7 @@ def test_parameter_counts_match_the_models():
 
 def saved_bytes(shape: memory.ModelShape, dtype: torch.dtype, checkpointing: bool, rows: int, length: int) -> int:
     """Bytes of the tensors autograd keeps for backward (parameters excluded), counted once per storage."""
-    config = LlamaConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                         num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                         num_key_value_heads=shape.kv_heads, tie_word_embeddings=True)
+    config = shape.llama_config()
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=dtype)
     model = T.add_lora(model, T.LoraSettings(r=8, alpha=16)).train()
@@ -111,13 +109,11 @@ def test_the_gpu_profile_fits_a_t4_and_the_paper_profile_an_a100_40gb():
 
 PEAK_PROBE = """
 import sys, torch
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM
 from helpers import masks as M, memory, objectives as O, training as T
 checkpointing = sys.argv[1] == "on"
 shape = memory.ModelShape("probe", 512, 1376, 4, 8, 4, 8000, True)
-config = LlamaConfig(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                     num_hidden_layers=shape.layers, num_attention_heads=shape.heads, num_key_value_heads=shape.kv_heads,
-                     tie_word_embeddings=True)
+config = shape.llama_config()
 torch.manual_seed(0)
 model = T.add_lora(AutoModelForCausalLM.from_config(config, attn_implementation="sdpa"), T.LoraSettings()).train()
 if checkpointing:
@@ -155,3 +151,9 @@ def test_estimate_matches_a_measured_cpu_training_step_peak(checkpointing):
     assert result.returncode == 0, result.stderr[-2000:]
     ratio = float(result.stdout.strip().splitlines()[-1])
     assert 0.85 < ratio < 1.1, ratio  # measured 0.93-0.99 over repeated runs
+
+
+def test_a_model_built_from_a_shapes_llama_config_has_that_shapes_parameter_count():
+    for shape in (*SHAPES, memory.ModelShape("untied", 128, 256, 2, 4, 2, 300, False)):
+        model = LlamaForCausalLM(shape.llama_config())
+        assert sum(p.numel() for p in model.parameters()) == shape.parameters, shape.name
