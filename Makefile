@@ -41,7 +41,7 @@ reproduce: setup
 # The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
 STUDY_SEEDS ?= 0 1 2
 STUDY_NOTEBOOKS ?= notebooks/02_mntp_vs_mtp.ipynb notebooks/03_magnet.ipynb notebooks/04_sequence_repetition.ipynb \
-	notebooks/05_mask_predict_ltd.ipynb notebooks/06_emat_multi_token_completion.ipynb
+	notebooks/05_mask_predict_ltd.ipynb notebooks/06_emat_multi_token_completion.ipynb notebooks/07_masked_diffusion.ipynb
 study: setup
 	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/study.py $(STUDY_NOTEBOOKS) --seeds $(STUDY_SEEDS)
 

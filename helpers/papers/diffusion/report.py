@@ -148,16 +148,20 @@ def describe_fine_tune(study: LikelihoodStudy, accuracy: dict, names: tuple[str,
 
 def _difference(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, method: str, sign: int,
                 *, check: str = SAMPLER_CHECK, figure: str = "", quantity: str = "", **extra) -> Claim:
-    _, low, high = found
+    """A comparison row; it rests on training (notebook 02's adapter, and the fine-tune where it enters), so it
+    carries its point estimate for a seed study."""
+    value, low, high = found
     return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
-                 high=high, method=method, n=n, direction=sign, check=check, figure=figure, quantity=quantity, **extra)
+                 high=high, method=method, n=n, direction=sign, check=check, figure=figure, quantity=quantity,
+                 trained=True, value=value, **extra)
 
 
 def _equivalence(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, margin: float,
                  figure: str, quantity: str, confound: str = "") -> Claim:
-    _, low, high = found
+    value, low, high = found
     return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
                  high=high, method=f"paired bootstrap over {n} prompts", n=n, margin=margin, check=SAMPLER_CHECK,
+                 trained=True, value=value,
                  margin_source=f"ours: ±{margin:g} nats per token of the judge (about "
                                f"±{100 * (np.exp(margin) - 1):.0f} % perplexity), fixed before the run", figure=figure,
                  quantity=quantity, confound=confound)
@@ -242,14 +246,14 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
                       paper_value="not compared", ours=f"{value:+.3f} nats per token; "
                                                         f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}{mixed}",
                       low=m_low, high=m_high, method=method, n=n, figure="figures/07_samplers.png",
-                      quantity=f"{judge}: mask-predict + LTD - low-confidence"))
+                      quantity=f"{judge}: mask-predict + LTD - low-confidence", trained=True, value=value))
     return rows
 
 
 def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, str], settings: DiffusionSettings) -> list:
     """MDLM §5.1 (the bound falls) and Table 4 (the masked LM's own skill is kept), BD3-LM §4.1 (the bound is tight at
-    block size 1), and the fine-tune's accuracy at high mask ratios (a measurement). One training seed: the
-    intervals are over held-out blocks only."""
+    block size 1), and the fine-tune's accuracy at high mask ratios (a measurement). Each run has one training seed,
+    so its intervals are over held-out blocks; a seed study (``make study``) adds the spread between seeds."""
     before, after = names
     n = len(study.causal[before])
     c4, glue = PAPER["mdlm_c4"], PAPER["mdlm_glue"]
@@ -264,21 +268,22 @@ def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, s
                     "lowers the likelihood bound of a fixed-ratio masked LM", f"C4 PPL bound {c4['BERT']} → "
                     f"{c4['BERT + MDLM-FT']} (AR {c4['AR']})",
                     f"{float(bound[before].mean()):.3f} → {float(bound[after].mean()):.3f} nats per token", gain, n,
-                    method, 1, check="", trained=True, figure="figures/07_likelihood.png",
+                    method, 1, check="", figure="figures/07_likelihood.png",
                     quantity="bound (nats/token): MNTP - MNTP + diffusion fine-tune"),
         Claim(**_COMMON, paper="MDLM", where="Table 4", claim="the diffusion fine-tune keeps the masked "
                          f"LM's own skill (notebook 02's held-out masked-token accuracy, at most {margin:g} points lost)",
                          paper_value=f"GLUE average {glue['BERT']} → {glue['BERT + MDLM-FT']}",
                          ours=f"{kept[0]:+.1f} points", low=kept[1], high=kept[2],
                          method=f"paired bootstrap over {blocks} held-out blocks (one training seed)", n=blocks,
-                         direction=1, threshold=-margin, trained=True, quantity="accuracy points: fine-tuned - MNTP"),
+                         direction=1, threshold=-margin, trained=True, value=kept[0],
+                         quantity="accuracy points: fine-tuned - MNTP"),
     ]
     for name in names:
         found = mean_difference(bound[name], study.causal[name])
         rows.append(_difference("BD3-LM", "§4.1", f"the bound is tight at block size 1 and looser for one block over "
                                 f"the sequence ({name})", BD3_TIGHTNESS,
                                 f"{float(bound[name].mean()):.3f} (one block) vs {float(study.causal[name].mean()):.3f} "
-                                "(block size 1) nats per token", found, n, method, 1, check="", trained=name == after,
+                                "(block size 1) nats per token", found, n, method, 1, check="",
                                 figure="figures/07_likelihood.png",
                                 quantity=f"{name}: bound(one block) - NLL(block size 1)"))
     hits = {name: high_ratio_hits(study.bound[name]) for name in names}
@@ -287,7 +292,8 @@ def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, s
                       direction=0, claim="masked-token accuracy at mask ratios ≥ 0.5, fine-tuned minus MNTP (trained "
                                          "at a fixed 20 %)", paper_value="not measured",
                       ours=f"{value:+.1f} points", low=low, high=high, method=method, n=n,
-                      figure="figures/07_likelihood.png", quantity="accuracy points at ratio >= 0.5"))
+                      figure="figures/07_likelihood.png", quantity="accuracy points at ratio >= 0.5", trained=True,
+                      value=value))
     return rows
 
 

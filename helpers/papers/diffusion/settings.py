@@ -45,6 +45,12 @@ class DiffusionSettings:
     seed: int = 0
     measured: bool = True  # False: these sizes have not been run yet
 
+    def for_seed(self, seed: int) -> "DiffusionSettings":
+        """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
+        seed draws the samplers' and the bound's randomness and the fine-tune's LoRA, time and batch order (the
+        prompts and held-out blocks stay); notebook 02's adapter of that seed comes with the profile."""
+        return self if seed == self.seed else replace(self, seed=int(seed))
+
     def llada(self, steps: int | None = None, **changes) -> SamplerConfig:
         """LLaDA's low-confidence sampler at these sizes (one block unless ``block_length`` is given)."""
         config = SamplerConfig(steps=steps or self.steps, temperature=self.temperature, top_p=self.top_p)

@@ -33,3 +33,12 @@ def test_the_llada_and_mask_predict_rows_read_the_settings():
     assert cpu.llada(2, remasking="random").steps == 2
     mask_predict = cpu.mask_predict()
     assert (mask_predict.schedule, mask_predict.confidence, mask_predict.ltd_beta) == ("mask-predict", "tempered", 1.8)
+
+
+def test_a_study_seed_draws_the_fine_tune_and_the_samplers_and_keeps_the_prompts(monkeypatch):
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.setenv(profiles.SEED_VAR, "2")
+    seeded = profiles.settings_for("diffusion")
+    plain = settings.SETTINGS["cpu"]
+    assert seeded.seed == 2 and seeded == replace(plain, seed=2)  # nothing else moves: same prompts, same blocks
+    assert seeded.for_seed(0) == plain and plain.for_seed(0) is plain
