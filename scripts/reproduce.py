@@ -71,6 +71,18 @@ class _SharingClient(NotebookClient):
             holding.__exit__(None, None, None)
 
 
+_RUNNING = set()  # the executors of the notebooks running now: their kernels end on Ctrl-C
+
+
+def end_kernels() -> None:
+    """Kill the kernel of every notebook running now (its own session: Ctrl-C does not reach it), so that each
+    executor stops at once with a dead-kernel error."""
+    for client in list(_RUNNING):
+        process = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
+        if process is not None and process.poll() is None:
+            process.kill()
+
+
 def execute(path: Path, out_dir: Path, timeout: int, *, core_share: CoreShare | None = None,
             env: dict | None = None) -> str | None:
     """Run one notebook; keep its executed copy (of a failed run too) in ``out_dir``. Returns the error, or None.
@@ -82,6 +94,7 @@ def execute(path: Path, out_dir: Path, timeout: int, *, core_share: CoreShare | 
         client = _SharingClient(notebook, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}})
         client.core_share = core_share
+        _RUNNING.add(client)
         client.execute(**({"env": env} if env is not None else {}))
         return None
     except Exception as error:  # a failing cell, a dead kernel, a timeout: report it, run the next notebook
@@ -89,6 +102,7 @@ def execute(path: Path, out_dir: Path, timeout: int, *, core_share: CoreShare | 
             return f"{error.ename}: {error.evalue}"
         return f"{type(error).__name__}: {error}"
     finally:
+        _RUNNING.discard(locals().get("client"))
         store.write_text(out_dir / path.name, nbformat.writes(notebook))
 
 
@@ -153,21 +167,27 @@ def run(paths: list[Path], timeout: int = 3600, jobs: int = 1) -> int:
     timings, failed = {}, {}
     wall = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        while pending or running:
-            while len(running) < jobs and (path := next_ready(pending, finished, chosen, profiles.NOTEBOOK_NEEDS,
-                                                                       longest_first=jobs > 1)):
-                pending.remove(path)
-                print(f"running {path.name} ...", flush=True)
-                running[pool.submit(timed, path)] = path
-            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in done:
-                path = running.pop(future)
-                elapsed, error = future.result()
-                finished.add(path.name[:2])  # a failed notebook counts too: its dependants run on what there is
-                timings[path.name] = elapsed
-                if error:
-                    failed[path.name] = error
-                print(f"  {path.name}: {elapsed:.1f} s" + (f"  FAILED ({error})" if error else ""), flush=True)
+        try:
+            while pending or running:
+                while len(running) < jobs and (path := next_ready(pending, finished, chosen, profiles.NOTEBOOK_NEEDS,
+                                                                           longest_first=jobs > 1)):
+                    pending.remove(path)
+                    print(f"running {path.name} ...", flush=True)
+                    running[pool.submit(timed, path)] = path
+                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    path = running.pop(future)
+                    elapsed, error = future.result()
+                    finished.add(path.name[:2])  # a failed notebook counts too: its dependants run on what there is
+                    timings[path.name] = elapsed
+                    if error:
+                        failed[path.name] = error
+                    print(f"  {path.name}: {elapsed:.1f} s" + (f"  FAILED ({error})" if error else ""), flush=True)
+        except KeyboardInterrupt:
+            print(f"interrupted: ending {', '.join(path.name for path in running.values())}; executed copies so far in "
+                  f"{out_dir}", file=sys.stderr, flush=True)
+            end_kernels()
+            raise
     wall = time.perf_counter() - wall
     print("\nnotebook times:")
     for path in paths:
@@ -194,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     paths = ([Path(name).resolve() for name in arguments.notebooks]
              or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
-    return run(paths, jobs=arguments.jobs if arguments.jobs is not None else default_jobs())
+    try:
+        return run(paths, jobs=arguments.jobs if arguments.jobs is not None else default_jobs())
+    except KeyboardInterrupt:  # run() has ended the kernels and said so
+        return 130
 
 
 if __name__ == "__main__":

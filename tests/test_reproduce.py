@@ -151,3 +151,39 @@ def test_every_cell_that_times_something_is_tagged_timing_and_no_other():
             assert times == ("timing" in cell.metadata.get("tags", [])), f"{path.name} cell {index}"
             tagged += times
     assert tagged == 4
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_running_notebooks_kernels_and_keeps_their_executed_copies(tmp_path):
+    """Kernels run in sessions of their own, so Ctrl-C reaches only the executor: it must end them itself."""
+    import signal
+    import time
+
+    root = tmp_path / "workbook"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "helpers").mkdir()
+    (root / "pyproject.toml").touch()
+    paths = []
+    for name in ("02_a", "04_b"):
+        pid_file = tmp_path / f"{name}.pid"
+        paths.append(_notebook(root / "notebooks" / f"{name}.ipynb",
+                               f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                               "for _ in range(600): time.sleep(0.1)"))
+    env = {**os.environ, "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "smoke"}
+    process = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "reproduce.py"), "--jobs", "2", *map(str, paths)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    pid_files = [tmp_path / "02_a.pid", tmp_path / "04_b.pid"]
+    deadline = time.time() + 120
+    while not all(path.exists() and path.read_text() for path in pid_files) and time.time() < deadline:
+        time.sleep(0.2)
+    kernels = [int(path.read_text()) for path in pid_files]
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "interrupted: ending" in output
+    time.sleep(1)
+    for pid in kernels:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert sorted(path.name for path in (root / "runs" / "notebooks").iterdir()) == ["02_a.ipynb", "04_b.ipynb"]
