@@ -1,5 +1,5 @@
 # The workbook's two commands:
-#   make reproduce   set everything up, then run every notebook (WORKBOOK_PROFILE, default cpu/gpu; JOBS side by side)
+#   make reproduce   set everything up, then run every notebook in order (WORKBOOK_PROFILE, default cpu/gpu)
 #   make test        set everything up, then the unit tests and every notebook under nbmake (smoke profile)
 PYTHON ?= python3
 VENV ?= .venv
@@ -33,10 +33,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test,notebooks]"
 	touch $@
 
-# JOBS: notebooks run side by side (scripts/reproduce.py's --jobs; default 2 on a CPU machine, 1 with a GPU).
-JOBS ?=
 reproduce: setup
-	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/reproduce.py $(if $(JOBS),--jobs $(JOBS))
+	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/reproduce.py
 
 # The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
 STUDY_SEEDS ?= 0 1 2

@@ -1,7 +1,6 @@
 """The one place that decides the device, the training precision and whether 4-bit quantisation is usable."""
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import warnings
@@ -93,37 +92,9 @@ def release_memory() -> None:
         torch.cuda.empty_cache()
 
 
-# Set by ``scripts/reproduce.py`` when it runs notebooks side by side: each notebook's kernel computes on its share
-# of the cores (``OMP_NUM_THREADS``), and a timing, which runs alone, takes this many threads.
-TIMING_THREADS_VAR = "WORKBOOK_TIMING_THREADS"
-
-
-def timing_thread_count() -> int:
-    """The CPU threads a timing runs with: ``$WORKBOOK_TIMING_THREADS`` where the notebook executor set it, else
-    torch's current count."""
-    requested = os.environ.get(TIMING_THREADS_VAR, "").strip()
-    if not requested:
-        return torch.get_num_threads()
-    if not requested.isdigit() or int(requested) < 1:
-        raise ValueError(f"{TIMING_THREADS_VAR}={requested!r} must be a whole number >= 1 (or unset)")
-    return int(requested)
-
-
-@contextlib.contextmanager
-def timing_threads():
-    """Torch's CPU threads set to :func:`timing_thread_count` inside the block, restored after: a notebook that
-    computes on a share of the cores times on all of them (its executor lets no other notebook compute meanwhile)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(timing_thread_count())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def device_label(device: torch.device | str) -> str:
     """``"cpu (2 threads)"`` or the GPU's name: what a timing was measured on, for speed plots and claims."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{device.type} ({timing_thread_count()} threads)"
+    return f"{device.type} ({torch.get_num_threads()} threads)"

@@ -125,15 +125,12 @@ def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: boo
     Taking turns spreads any drift of a shared machine over all jobs alike, so their ratios stay fair. With
     ``best`` each input counts with the fastest of its ``rounds`` repeats (interference only ever adds time);
     without it, with their median. ``synchronize`` (e.g. ``torch.cuda.synchronize``) runs around each call.
-    With ``per_input`` each job maps to its list of per-input milliseconds instead of their median. The calls run
-    with :func:`helpers.device.timing_threads` (every core, where notebooks run side by side).
+    With ``per_input`` each job maps to its list of per-input milliseconds instead of their median.
     """
     import statistics
     import time
 
     from tqdm.auto import tqdm
-
-    from .device import timing_threads
 
     if not jobs:
         raise ValueError("jobs is empty; nothing to time")
@@ -142,9 +139,9 @@ def interleaved_timings(jobs: dict, inputs: Sequence, rounds: int = 2, best: boo
     rounds = whole_number(rounds, "rounds")
     wait = synchronize or (lambda: None)
     samples = {name: [[] for _ in inputs] for name in jobs}
-    with timing_threads(), tqdm(total=rounds * len(inputs) * len(jobs), desc="timing", disable=not progress) as bar:
-        for job in jobs.values():
-            job(inputs[0])  # warm-up
+    for job in jobs.values():
+        job(inputs[0])  # warm-up
+    with tqdm(total=rounds * len(inputs) * len(jobs), desc="timing", disable=not progress) as bar:
         for _ in range(rounds):
             for index, item in enumerate(inputs):
                 for name, job in jobs.items():

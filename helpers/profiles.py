@@ -116,10 +116,6 @@ PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat",
 # masked-LM recipe (``training.masked_lm_recipe``) instead.
 NOTEBOOK_PAPERS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition", "05": "openltg", "06": "emat",
                    "07": "diffusion"}
-# The notebooks each notebook reads results of: 03, 05, 06 and 07 load notebook 02's MNTP adapter (without it they
-# train a short fallback adapter instead, and compute other numbers). ``scripts/reproduce.py`` starts a notebook only
-# after these have finished.
-NOTEBOOK_NEEDS = {"03": ("02",), "05": ("02",), "06": ("02",), "07": ("02",)}
 
 
 def settings_for(paper: str, profile: Profile | None = None):

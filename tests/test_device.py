@@ -85,27 +85,3 @@ def test_workbook_device_mps_without_mps_names_the_variable_and_the_way_out(monk
     monkeypatch.setenv("WORKBOOK_DEVICE", "mps")
     with pytest.raises(ValueError, match="WORKBOOK_DEVICE='mps'.*no MPS.*unset WORKBOOK_DEVICE"):
         D.get_device()
-
-
-def test_timings_run_on_the_timing_threads_and_the_label_names_them(monkeypatch):
-    """Notebooks run side by side compute on a share of the cores; a timing takes the count the executor gave it
-    (``WORKBOOK_TIMING_THREADS``), says so in its device label, and leaves the share as it was."""
-    from helpers import device, metrics
-
-    previous = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        monkeypatch.setenv(device.TIMING_THREADS_VAR, "2")
-        seen = []
-        metrics.interleaved_timings({"job": lambda _: seen.append(torch.get_num_threads())}, [0, 1], rounds=1)
-        assert seen == [2, 2, 2]  # the warm-up and both timed calls
-        assert torch.get_num_threads() == 1
-        assert device.device_label("cpu") == "cpu (2 threads)"
-        monkeypatch.delenv(device.TIMING_THREADS_VAR)
-        assert device.device_label("cpu") == "cpu (1 threads)"
-        for bad in ("0", "two", "-1"):
-            monkeypatch.setenv(device.TIMING_THREADS_VAR, bad)
-            with pytest.raises(ValueError, match="WORKBOOK_TIMING_THREADS"):
-                device.timing_thread_count()
-    finally:
-        torch.set_num_threads(previous)
