@@ -69,18 +69,61 @@ class Precision:
     reason: str
 
 
-def precision(device: torch.device | str | None = None) -> Precision:
-    """bf16 where the GPU computes it natively (sm80+: A100, L4, H100), else fp16 with a gradient scaler
-    (T4, V100: no bf16 tensor cores, and the fused attention kernels refuse bf16 below sm80), fp32 off CUDA.
+# The x86 instruction sets with bfloat16 dot products (AVX512-BF16: Cooper Lake, Zen 4 and later; AMX-BF16: Sapphire
+# Rapids and later). oneDNN runs bf16 matrix products on them faster than float32; elsewhere bf16 is emulated, slower.
+NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
-    MAGNET App. A trains in bf16; fp16 with loss scaling is the standard stand-in where bf16 is emulated.
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The instruction-set flags of this CPU as Linux lists them (the ``flags`` line of ``/proc/cpuinfo``); empty
+    where that file is missing (macOS, Windows), so those machines never count as computing bf16 natively."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+                cpuinfo = handle.read()
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def cpu_computes_bf16(flags: frozenset[str] | None = None) -> bool:
+    """Whether this CPU computes bfloat16 matrix products natively (:data:`NATIVE_BF16_CPU_FLAGS`) and torch has
+    oneDNN to use them."""
+    flags = cpu_flags() if flags is None else flags
+    return torch.backends.mkldnn.is_available() and any(flag in flags for flag in NATIVE_BF16_CPU_FLAGS)
+
+
+def precision(device: torch.device | str | None = None) -> Precision:
+    """bf16 where the device computes it natively (GPUs of sm80+: A100, L4, H100; CPUs with AVX512-BF16 or
+    AMX-BF16), else fp16 with a gradient scaler on a GPU (T4, V100: no bf16 tensor cores, and the fused attention
+    kernels refuse bf16 below sm80), else float32.
+
+    MAGNET App. A trains in bf16; fp16 with loss scaling is the standard stand-in where bf16 is emulated. A profile
+    whose ``dtype`` is ``"auto"`` loads its model in this dtype; the cpu profile asks for float32 by name.
     """
     device = torch.device(device) if device is not None else get_device()
+    if device.type == "cpu" and cpu_computes_bf16():
+        return Precision(torch.bfloat16, "bf16", "bf16: this CPU computes bfloat16 natively (AVX512-BF16 or AMX)")
     if device.type != "cuda":
         return Precision(torch.float32, "no", f"float32 on {device.type}")
     if torch.cuda.is_bf16_supported(including_emulation=False):
         return Precision(torch.bfloat16, "bf16", "bf16: this GPU computes bfloat16 natively")
     return Precision(torch.float16, "fp16", "fp16 with a gradient scaler: this GPU has no native bfloat16 (e.g. a T4)")
+
+
+def training_mixed_precision(model) -> str:
+    """accelerate's ``mixed_precision`` for training ``model``: :func:`precision`'s choice for the model's device. On a
+    CPU only when the weights were loaded in that dtype, so a float32 model (the cpu profile's) trains in float32 on
+    every CPU, and a bf16 one (``dtype="auto"`` on a CPU that computes bf16) computes its float32 LoRA weights in bf16."""
+    device = model_device(model)
+    chosen = precision(device)
+    if device.type == "cpu" and next(iter(model.parameters())).dtype != chosen.dtype:
+        return "no"
+    return chosen.mixed_precision
 
 
 def release_memory() -> None:

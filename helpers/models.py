@@ -362,6 +362,14 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) 
     return candidate
 
 
+def weight_dtype_name(profile=None) -> str:
+    """The name of the dtype ``profile`` (default: :func:`helpers.profiles.current`) loads its model in on this
+    machine, e.g. ``"float32"``, or ``"bfloat16"`` for ``"auto"`` on a CPU that computes bf16: a run key holds it,
+    so runs trained in another dtype are never reused."""
+    profile = profiles.current() if profile is None else profile
+    return str(resolve_dtype(profile.dtype)).removeprefix("torch.")
+
+
 def _resolve_device(device) -> torch.device:
     try:
         resolved = torch.device(device)

@@ -19,6 +19,8 @@ import torch
 PROFILE_NAMES = ("smoke", "cpu", "gpu", "paper")
 ENV_VAR = "WORKBOOK_PROFILE"
 SEED_VAR = "WORKBOOK_SEED"  # the seed study's one switch: the profile's seed (scripts/study.py sets it per seed)
+DTYPE_VAR = "WORKBOOK_DTYPE"  # the profile's weight dtype, e.g. auto: bf16 on a CPU that computes it natively
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 TINY_RANDOM_MODEL = "tiny-random:llama"
@@ -102,13 +104,28 @@ def study_seed() -> int | None:
     return seed
 
 
+def dtype_override() -> str | None:
+    """``WORKBOOK_DTYPE``, one of :data:`DTYPE_CHOICES` (None when unset or blank): an error names the variable."""
+    raw = os.environ.get(DTYPE_VAR)
+    if raw is None or raw.strip() == "":
+        return None
+    name = raw.strip().lower()
+    if name not in DTYPE_CHOICES:
+        raise ValueError(f"{DTYPE_VAR}={raw!r} is not one of {', '.join(DTYPE_CHOICES)} (auto: bf16 where the device "
+                         "computes it natively, helpers.device.precision), or unset for the profile's own dtype")
+    return name
+
+
 def current() -> Profile:
     """The profile selected by ``WORKBOOK_PROFILE`` (read once per call, parsed explicitly), with ``WORKBOOK_SEED``'s
-    seed when set. The profile's seed is part of every run key that rests on it (MNTP and MTP's runs, MAGNET's, their
-    adapters), so each seed of a study trains and finds its own runs; unset, nothing changes."""
+    seed and ``WORKBOOK_DTYPE``'s weight dtype when set. The profile's seed and dtype are part of every run key that
+    rests on them (MNTP and MTP's runs, MAGNET's, their adapters), so each seed of a study, and each dtype, trains and
+    finds its own runs; unset, nothing changes."""
     profile = get(parse_profile_name(os.environ.get(ENV_VAR)))
-    seed = study_seed()
-    return profile if seed is None else profile.replace(seed=seed)
+    seed, dtype = study_seed(), dtype_override()
+    if seed is not None:
+        profile = profile.replace(seed=seed)
+    return profile if dtype is None else profile.replace(dtype=dtype)
 
 
 PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")

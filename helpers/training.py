@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from . import models, store
 from .checks import real_number, whole_number
-from .device import model_device, precision, resolve_four_bit
+from .device import resolve_four_bit, training_mixed_precision
 
 CHECKPOINT_DIR = "checkpoint"
 METRICS_FILE = "metrics.jsonl"
@@ -433,6 +433,17 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
                   resume=resume, stop_after=stop_after, progress=progress, settings=settings, lr_lambda=lr_lambda)
 
 
+def _accelerator(accelerator_class, mixed_precision: str):
+    """An accelerator with ``mixed_precision``. accelerate keeps one mixed precision per process and refuses another;
+    one process may train a bf16 model (the masked LM on a CPU that computes bf16) and then float32 heads on its
+    features, so a change resets that one setting (the distributed state, which joins a launch's processes, stays)."""
+    from accelerate.state import AcceleratorState
+
+    if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
+    return accelerator_class(mixed_precision=mixed_precision)
+
+
 def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, evaluate, resume: bool,
            stop_after: int | None, progress: bool, settings: dict | None, lr_lambda) -> list[dict]:
     """:func:`train`'s loop; the main process holds the run folder's lock throughout (:func:`_one_at_a_time`)."""
@@ -442,7 +453,7 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
     if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
     launched()  # refuses a launch whose processes accelerate would not join
-    accelerator = Accelerator(mixed_precision=precision(model_device(model)).mixed_precision)
+    accelerator = _accelerator(Accelerator, training_mixed_precision(model))
     main = accelerator.is_main_process
     with _one_at_a_time(accelerator, run_dir):
         check_run_settings(run_dir, run_settings(config, settings), resume, write=main)
@@ -739,7 +750,7 @@ def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", c
     config = config or mlm_train_config(profile, recipe, fallback=fallback)
     return store.canonical_settings({
         "version": MASKED_LM_VERSION, "objective": objective, "mask_token": mask_token, "model": profile.model_name,
-        "dtype": profile.dtype, "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
+        "dtype": models.weight_dtype_name(profile), "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
         "seq_len": recipe.seq_len, "train_blocks": recipe.train_blocks,
         "eval_batches": 1 if fallback else recipe.eval_batches,
         "config": config, "lora": lora or lora_settings(profile), "masking": O.MaskingConfig()})

@@ -1,4 +1,5 @@
-"""helpers.profiles: WORKBOOK_PROFILE picks the profile, WORKBOOK_SEED (the seed study) its seed, nothing else."""
+"""helpers.profiles: WORKBOOK_PROFILE picks the profile, WORKBOOK_SEED (the seed study) its seed, WORKBOOK_DTYPE its
+weights' dtype, nothing else."""
 import pytest
 
 from helpers import profiles, store
@@ -45,3 +46,32 @@ def test_settings_that_follow_the_seed_get_the_study_seed_and_others_stay(monkey
     assert (seeded_sr.train_sentences, seeded_sr.test_sentences) == (plain_sr.train_sentences, plain_sr.test_sentences)
     monkeypatch.delenv(profiles.SEED_VAR)
     assert profiles.settings_for("sequence_repetition") == plain_sr
+
+
+def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_it(monkeypatch):
+    from helpers import device, models, training
+
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    monkeypatch.delenv(profiles.SEED_VAR, raising=False)
+    monkeypatch.delenv(profiles.DTYPE_VAR, raising=False)
+    plain = profiles.current()
+    assert models.weight_dtype_name(plain) == "float32"
+    monkeypatch.setenv(profiles.DTYPE_VAR, " BFloat16 ")
+    bf16 = profiles.current()
+    assert bf16.dtype == "bfloat16" and bf16.replace(dtype="float32") == plain
+    assert models.weight_dtype_name(bf16) == "bfloat16"
+    assert training.masked_lm_run_key(bf16, "mntp") != training.masked_lm_run_key(plain, "mntp")
+    # "auto" is the device's choice, and the key holds the dtype it resolves to on this machine
+    monkeypatch.setenv(profiles.DTYPE_VAR, "auto")
+    monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: frozenset({"avx2"}))
+    assert models.weight_dtype_name() == "float32"
+    assert training.masked_lm_run_key(profiles.current(), "mntp") == training.masked_lm_run_key(plain, "mntp")
+    monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: frozenset({"amx_bf16"}))
+    assert models.weight_dtype_name() == "bfloat16"
+
+
+@pytest.mark.parametrize("raw", ["half", "fp32", "int8"])
+def test_a_bad_dtype_override_is_refused_by_name(monkeypatch, raw):
+    monkeypatch.setenv(profiles.DTYPE_VAR, raw)
+    with pytest.raises(ValueError, match=f"WORKBOOK_DTYPE={raw!r} is not one of auto, float32, bfloat16, float16"):
+        profiles.current()

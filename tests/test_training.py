@@ -16,8 +16,8 @@ from helpers.device import resolve_four_bit
 CONFIG = T.TrainConfig(steps=6, batch_size=2, grad_accum=2, lr=1e-2, eval_every=2, checkpoint_every=0, seed=3)
 
 
-def experiment(run_dir, stop_after=None, resume=True, config=CONFIG, progress=False):
-    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+def experiment(run_dir, stop_after=None, resume=True, config=CONFIG, progress=False, dtype="float32"):
+    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype=dtype, seed=0)
     blocks = torch.randint(10, 2000, (12, 16), generator=torch.Generator().manual_seed(0))
     mask_id = O.resolve_mask_token(tokenizer, "underscore")
     evals = O.fixed_eval_batches("mntp", blocks[:4], batch_size=2, num_batches=2, mask_id=mask_id,
@@ -50,6 +50,22 @@ def test_training_lowers_the_loss_and_logs_evaluations(tmp_path):
     assert T.read_metrics(tmp_path / "run") == records
     trainable = [name for name, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
+
+
+def test_a_bf16_model_trains_its_float32_lora_weights_on_a_cpu(tmp_path, monkeypatch):
+    """WORKBOOK_DTYPE=auto on a CPU that computes bf16: the weights load in bf16, LoRA's stay float32 and train under
+    bf16 autocast (helpers.device.training_mixed_precision), and the held-out loss falls as in float32."""
+    from helpers import device as D
+
+    monkeypatch.setattr(D, "cpu_flags", lambda cpuinfo=None: frozenset({"avx512_bf16"}))
+    model, records = experiment(tmp_path / "run", config=T.TrainConfig(steps=12, batch_size=2, lr=5e-3, eval_every=4),
+                                dtype="auto")
+    lora = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    assert lora and {p.dtype for p in lora.values()} == {torch.float32}
+    frozen = {p.dtype for name, p in model.named_parameters() if not p.requires_grad}
+    assert frozen == {torch.bfloat16} and D.training_mixed_precision(model) == "bf16"
+    evals = [r["eval_loss"] for r in records if "eval_loss" in r]
+    assert all(math.isfinite(loss) for loss in evals) and evals[-1] < evals[0]
 
 
 def test_adapter_round_trip(tmp_path):

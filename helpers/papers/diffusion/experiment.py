@@ -232,6 +232,7 @@ class FineTuneKey:
     eps: float
     lora: training.LoraSettings
     seed: int
+    dtype: str  # the weights' dtype (models.weight_dtype_name)
     version: int = FINE_TUNE_VERSION
 
     @classmethod
@@ -241,7 +242,7 @@ class FineTuneKey:
         return cls(profile=profile.name, parent=parent, corpus=profile.corpus, steps=settings.fine_tune_steps,
                    batch_size=settings.fine_tune_batch, seq_len=settings.fine_tune_seq_len, lr=settings.fine_tune_lr,
                    train_blocks=settings.fine_tune_blocks, eps=mechanism.TIME_EPSILON,
-                   lora=training.lora_settings(profile), seed=settings.seed)
+                   lora=training.lora_settings(profile), seed=settings.seed, dtype=models.weight_dtype_name(profile))
 
 
 @dataclass

@@ -37,6 +37,7 @@ class HeadRunKey:
     model_name: str
     context_tokens: int
     model_probe: tuple[float, ...]  # the probe forward, rounded to 2 decimals: a retrained adapter starts fresh runs
+    dtype: str  # the masked LM's weights' dtype: features in another dtype train other heads
     version: str = HEADS_VERSION
 
 
@@ -44,7 +45,8 @@ def head_run(name: str, dataset: MTCDataset, mlm: MaskedLM, training_settings: H
              resume: bool = True) -> store.Run:
     """``runs/06_<name>_<fingerprint>``: the run folder of one head (:func:`helpers.store.reuse_run`)."""
     key = HeadRunKey(training_settings, dataset.key, mlm.name, mlm.context_tokens,
-                     tuple(round(value, 2) for value in model_probe(mlm)))
+                     tuple(round(value, 2) for value in model_probe(mlm)),
+                     str(next(mlm.model.parameters()).dtype).removeprefix("torch."))
     return store.reuse_run(f"06_{name}", key, resume=resume)
 
 

@@ -72,7 +72,7 @@ class MagnetRunKey:
 
 def run_key(profile, settings: MagnetSettings, *, mntp_adapter: dict | None = None) -> MagnetRunKey:
     """The one place a notebook-03 run key is built from the profile and notebook 03's settings."""
-    return MagnetRunKey(settings=settings, model=profile.model_name, dtype=profile.dtype,
+    return MagnetRunKey(settings=settings, model=profile.model_name, dtype=models.weight_dtype_name(profile),
                         four_bit=T.four_bit_requested(profile), corpus=profile.corpus, seed=profile.seed,
                         lora=T.lora_settings(profile), mntp_adapter=mntp_adapter)
 

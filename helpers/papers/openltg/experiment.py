@@ -21,7 +21,7 @@ from typing import Sequence
 
 import torch
 
-from ... import metrics, store
+from ... import metrics, models, store
 from ...checks import whole_number
 from ...device import device_label  # noqa: F401  (re-exported: notebook 05 and the speed benchmark read it here)
 from ...masked_lm import MaskedLM
@@ -137,7 +137,8 @@ def table6_generations(backend: MaskedLM, causal_model, causal_tokenizer, exampl
 class GenerationsKey:
     """Exactly what changes :func:`table6_generations`' texts; their run folder is keyed by it."""
 
-    profile: str  # the profile's decoder, dtype and notebook 02's MNTP recipe (the masked LM when it is "mntp")
+    profile: str  # the profile's decoder and notebook 02's MNTP recipe (the masked LM when it is "mntp")
+    dtype: str  # the weights' dtype (models.weight_dtype_name)
     masked_lm: str
     causal_lm: str  # the AR baseline: settings.causal_lm, else the profile's decoder
     prompts: str
@@ -152,7 +153,7 @@ class GenerationsKey:
 
     @classmethod
     def of(cls, settings: OpenLTGSettings, profile, *, seed: int) -> "GenerationsKey":
-        return cls(profile=profile.name, masked_lm=settings.masked_lm, causal_lm=settings.causal_lm or profile.model_name,
+        return cls(profile=profile.name, dtype=models.weight_dtype_name(profile), masked_lm=settings.masked_lm, causal_lm=settings.causal_lm or profile.model_name,
                    prompts=settings.prompts, corpus=profile.corpus, num_prompts=settings.num_prompts,
                    max_prompt_tokens=settings.max_prompt_tokens, target_length=settings.target_length,
                    batch_size=settings.batch_size, decoding=settings.decode_config(),

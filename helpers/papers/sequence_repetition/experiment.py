@@ -112,13 +112,14 @@ class TaggerRunKey:
     seed: int
     model: str
     data: str  # TaggingData.fingerprint()
+    dtype: str  # the weights' dtype (models.weight_dtype_name)
     rng: str = training.RNG_SCHEME  # how the loop draws dropout: another scheme trains another tagger
 
 
 def tagger_run(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
                run_prefix: str, resume: bool = True) -> store.Run:
     """The run folder of one (task, strategy, seed): ``runs/<run_prefix>_<task>_<strategy>_s<seed>_<fingerprint>``."""
-    key = TaggerRunKey(settings.training, strategy, seed, model_name, tagging.fingerprint())
+    key = TaggerRunKey(settings.training, strategy, seed, model_name, tagging.fingerprint(), models.weight_dtype_name())
     return store.reuse_run(f"{run_prefix}_{tagging.task}_{strategy.slug}_s{seed}", key, resume=resume)
 
 
