@@ -450,7 +450,8 @@ def check_provenance(origin: dict | None, profile: str, where: str) -> None:
     if origin.get("profile_fingerprint") != expected:
         raise ProvenanceError(f"notebook {where}'s claims were computed under other {profile}-profile settings "
                               f"(fingerprint {origin.get('profile_fingerprint')}, the profile's is {expected}): a "
-                              f"profile changed in the kernel or by an older workbook; {rerun}")
+                              f"profile changed in the kernel, by WORKBOOK_DTYPE (compared with the ledger, never gathered) or "
+                              f"by an older workbook; {rerun}")
 
 
 def _git(*arguments: str) -> str | None:
@@ -806,6 +807,27 @@ def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[s
         lines.append(f"{row.where} ({row.quantity or row.claim}): {_number(row.value)} "
                      f"{'inside' if inside else 'OUTSIDE'} the study's seed range [{_number(min(span))}, "
                      f"{_number(max(span))}] ({len(span)} seeds)")
+    return lines
+
+
+def compare_with_ledger(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None) -> list[str]:
+    """For a run under settings the ledger was not computed with (``WORKBOOK_DTYPE`` set): each finished notebook's
+    trained values in ``runs/claims/<profile>/`` against the committed ledger's seed range, without gathering them
+    (:func:`seed_range_report`). The provenance must still name ``profile``."""
+    ledger = ledger_path()
+    committed = read_rows(ledger) if ledger.exists() else []
+    lines = []
+    for path in sorted(claims_dir(profile).glob("[0-9][0-9].json")):
+        if notebooks is not None and path.stem not in notebooks:
+            continue
+        payload = _read_payload(path)
+        if not isinstance(payload.get("provenance"), dict) or payload["provenance"].get("profile") != profile:
+            raise ProvenanceError(f"{path}: not computed under the {profile!r} profile; rerun notebook {path.stem} "
+                                  f"under WORKBOOK_PROFILE={profile}")
+        study = [row for row in committed if row.notebook == path.stem]
+        report = seed_range_report(payload["claims"], study)
+        if report:
+            lines += [f"notebook {path.stem}:"] + [f"    {line}" for line in report]
     return lines
 
 

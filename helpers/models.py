@@ -362,6 +362,24 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) 
     return candidate
 
 
+@contextlib.contextmanager
+def float32_weights(model):
+    """Inside the block ``model``'s bf16 / fp16 parameters and buffers are float32; after it, each is its own dtype
+    again, the same values (bf16 -> float32 -> bf16 is exact). For checks of an exact identity whose two sides
+    round differently in 16 bits (a KV cache against recomputation: other matrix shapes, other roundings).
+    Quantised (4-bit) weights stay as they are."""
+    low = (torch.bfloat16, torch.float16)
+    tensors = [t for t in (*model.parameters(), *model.buffers()) if t.dtype in low]
+    dtypes = [t.dtype for t in tensors]
+    try:
+        for tensor in tensors:
+            tensor.data = tensor.data.float()
+        yield model
+    finally:
+        for tensor, dtype in zip(tensors, dtypes):
+            tensor.data = tensor.data.to(dtype)
+
+
 def weight_dtype_name(profile=None) -> str:
     """The name of the dtype ``profile`` (default: :func:`helpers.profiles.current`) loads its model in on this
     machine, e.g. ``"float32"``, or ``"bfloat16"`` for ``"auto"`` on a CPU that computes bf16: a run key holds it,

@@ -472,3 +472,23 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
     after = claims.gather()  # a single-seed rerun: compared with the study, not written over it
     assert after == rows
     assert "9 OUTSIDE the study's seed range [2, 4] (3 seeds)" in capsys.readouterr().out
+
+
+def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tmp_path, monkeypatch):
+    from helpers import profiles
+
+    _workbook(tmp_path, monkeypatch)
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    for seed in (0, 1, 2):
+        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
+        claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current())
+    monkeypatch.delenv(profiles.SEED_VAR)
+    claims.record_study("cpu", [0, 1, 2], "02")
+    study = claims.gather(study=True)
+    monkeypatch.setenv(profiles.DTYPE_VAR, "bfloat16")
+    claims.record([claims.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})], "02", profiles.current())
+    lines = claims.compare_with_ledger("cpu", ["02"])
+    assert lines[0] == "notebook 02:" and "3.5 inside the study's seed range [2, 4] (3 seeds)" in lines[1]
+    assert claims.read_rows(claims.ledger_path()) == study  # compared, not written
+    with pytest.raises(claims.ProvenanceError, match="computed under other cpu-profile settings"):
+        claims.gather()  # the ledger refuses the bf16 run

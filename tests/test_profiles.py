@@ -61,6 +61,14 @@ def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_
     assert bf16.dtype == "bfloat16" and bf16.replace(dtype="float32") == plain
     assert models.weight_dtype_name(bf16) == "bfloat16"
     assert training.masked_lm_run_key(bf16, "mntp") != training.masked_lm_run_key(plain, "mntp")
+    from helpers.papers.diffusion.experiment import FineTuneKey
+    from helpers.papers.openltg.experiment import GenerationsKey
+    from helpers.papers.magnet.experiment import run_key
+
+    for key in (lambda profile: FineTuneKey.of(profile, profiles.settings_for("diffusion")),
+                lambda profile: GenerationsKey.of(profiles.settings_for("openltg"), profile, seed=0),
+                lambda profile: run_key(profile, profiles.settings_for("magnet"))):
+        assert store.fingerprint(key(bf16)) != store.fingerprint(key(plain))
     # "auto" is the device's choice, and the key holds the dtype it resolves to on this machine
     monkeypatch.setenv(profiles.DTYPE_VAR, "auto")
     monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: frozenset({"avx2"}))

@@ -151,10 +151,16 @@ def speed_ratios(milliseconds: dict[str, list[float]]) -> list[float]:
 
 
 def cache_matches(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings, *, seed: int = 0) -> bool:
-    """Block-causal decoding with the exact cache gives the tokens of recomputing the whole sequence every step."""
+    """Block-causal decoding with the exact cache gives the tokens of recomputing the whole sequence every step.
+
+    An identity of exact arithmetic, so it is checked in float32 (:func:`helpers.models.float32_weights`): in bf16
+    the cache's keys and values come from matrix products of other shapes than the recomputation's, round
+    differently, and a near tie between two tokens can flip."""
     cached = settings.llada(settings.trace_steps, block_length=settings.trace_block, attention="block-causal")
-    fresh = mechanism.sample(backend, prompt, settings.trace_length, replace(cached, cache=False), seed=seed)
-    return torch.equal(mechanism.sample(backend, prompt, settings.trace_length, cached, seed=seed).tokens, fresh.tokens)
+    with models.float32_weights(backend.model):
+        fresh = mechanism.sample(backend, prompt, settings.trace_length, replace(cached, cache=False), seed=seed)
+        return torch.equal(mechanism.sample(backend, prompt, settings.trace_length, cached, seed=seed).tokens,
+                           fresh.tokens)
 
 
 def mask_predict_matches(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings, *, seed: int = 0) -> bool:

@@ -53,6 +53,24 @@ def test_exact_checks_hold_on_the_tiny_model(tiny_smollm2):
     assert experiment.mask_predict_matches(backend, prompt, SMOKE)
 
 
+def test_the_cache_check_holds_for_a_bf16_model_and_leaves_its_weights_as_they_were(tiny_smollm2):
+    """In bf16 the cache's products round differently from recomputation's; the identity is checked in float32 and
+    the weights come back bit for bit."""
+    backend = tiny_smollm2
+    prompt = backend.encode("It was a bright cold day in April")
+    original = {name: tensor.clone() for name, tensor in backend.model.state_dict().items()}
+    backend.model.to(torch.bfloat16)
+    try:
+        before = {name: tensor.clone() for name, tensor in backend.model.state_dict().items()}
+        assert experiment.cache_matches(backend, prompt, SMOKE)
+        after = backend.model.state_dict()
+        assert all(after[name].dtype == tensor.dtype and torch.equal(after[name], tensor) for name, tensor in before.items())
+        assert {tensor.dtype for tensor in backend.model.parameters()} == {torch.bfloat16}
+    finally:
+        backend.model.load_state_dict(original)
+        backend.model.to(torch.float32)
+
+
 def test_generate_gives_every_row_one_text_per_prompt_and_its_forward_passes(tiny_smollm2):
     backend = tiny_smollm2
     prompts = [backend.encode(text) for text in ("It was", "She said that", "The rain")]
