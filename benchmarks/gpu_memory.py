@@ -26,7 +26,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from helpers import masks as M
-from helpers import memory, objectives as O, profiles, training as T
+from helpers import memory, models, objectives as O, profiles, training as T
 from helpers.device import device_label, get_device
 
 TINY = memory.ModelShape("tiny probe", 128, 256, 2, 4, 2, 1000, True)
@@ -82,7 +82,7 @@ def main() -> None:
     device = torch.device("cpu") if args.tiny else get_device()
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     gib = memory.GIB
-    precision_name = str(dtype).removeprefix("torch.")
+    precision_name = models.dtype_name(dtype)
     print(f"device {device_label(device)}{'' if device.type == 'cuda' else ', run-through only, no peak'}, {dtype}")
     rows = []
     for name in args.profiles:

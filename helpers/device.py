@@ -1,6 +1,7 @@
 """The one place that decides the device, the training precision and whether 4-bit quantisation is usable."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import warnings
@@ -74,15 +75,21 @@ class Precision:
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
+@functools.lru_cache(maxsize=1)
+def _proc_cpuinfo() -> str:
+    """``/proc/cpuinfo``, read once per process (precision() asks on every load, run key and training); "" where the
+    file is missing."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
 def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
     """The instruction-set flags of this CPU as Linux lists them (the ``flags`` line of ``/proc/cpuinfo``); empty
     where that file is missing (macOS, Windows), so those machines never count as computing bf16 natively."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-                cpuinfo = handle.read()
-        except OSError:
-            return frozenset()
+    cpuinfo = _proc_cpuinfo() if cpuinfo is None else cpuinfo
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":

@@ -380,12 +380,17 @@ def float32_weights(model):
             tensor.data = tensor.data.to(dtype)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``: a dtype as run keys and printed lines name it."""
+    return str(dtype).removeprefix("torch.")
+
+
 def weight_dtype_name(profile=None) -> str:
     """The name of the dtype ``profile`` (default: :func:`helpers.profiles.current`) loads its model in on this
     machine, e.g. ``"float32"``, or ``"bfloat16"`` for ``"auto"`` on a CPU that computes bf16: a run key holds it,
     so runs trained in another dtype are never reused."""
     profile = profiles.current() if profile is None else profile
-    return str(resolve_dtype(profile.dtype)).removeprefix("torch.")
+    return dtype_name(resolve_dtype(profile.dtype))
 
 
 def _resolve_device(device) -> torch.device:

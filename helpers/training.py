@@ -433,27 +433,26 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
                   resume=resume, stop_after=stop_after, progress=progress, settings=settings, lr_lambda=lr_lambda)
 
 
-def _accelerator(accelerator_class, mixed_precision: str):
+def _accelerator(mixed_precision: str):
     """An accelerator with ``mixed_precision``. accelerate keeps one mixed precision per process and refuses another;
     one process may train a bf16 model (the masked LM on a CPU that computes bf16) and then float32 heads on its
     features, so a change resets that one setting (the distributed state, which joins a launch's processes, stays)."""
+    from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
     if AcceleratorState._shared_state.get("_mixed_precision", mixed_precision) != mixed_precision:
         AcceleratorState._reset_state(reset_partial_state=False)
-    return accelerator_class(mixed_precision=mixed_precision)
+    return Accelerator(mixed_precision=mixed_precision)
 
 
 def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, evaluate, resume: bool,
            stop_after: int | None, progress: bool, settings: dict | None, lr_lambda) -> list[dict]:
     """:func:`train`'s loop; the main process holds the run folder's lock throughout (:func:`_one_at_a_time`)."""
-    from accelerate import Accelerator
-
     run_dir.mkdir(parents=True, exist_ok=True)
     if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
     launched()  # refuses a launch whose processes accelerate would not join
-    accelerator = _accelerator(Accelerator, training_mixed_precision(model))
+    accelerator = _accelerator(training_mixed_precision(model))
     main = accelerator.is_main_process
     with _one_at_a_time(accelerator, run_dir):
         check_run_settings(run_dir, run_settings(config, settings), resume, write=main)

@@ -60,7 +60,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
         print(f"  {elapsed:8.1f} s  {name}" + ("  FAILED" if name in failed else ""))
     print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {figures_dir()}")
     finished = [path.name[:2] for path in paths if path.name not in failed]
-    if profile.name == claims.LEDGER_PROFILE and finished and profile != profiles.get(profile.name):
+    if profile.name == claims.LEDGER_PROFILE and finished and profile.dtype != profiles.get(profile.name).dtype:
         # WORKBOOK_DTYPE changed the profile: the ledger holds the profile's own numbers, so this run is compared
         # with it and not gathered into it
         print(f"\n{profiles.DTYPE_VAR}={profile.dtype}: the ledger holds the {profile.name} profile's own dtype "

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ... import objectives, store, training
+from ... import models, objectives, store, training
 from ...checks import whole_number
 from ...masked_lm import MaskedLM
 from .experiment_data import EncodedSplit, MTCDataset, model_probe
@@ -46,7 +46,7 @@ def head_run(name: str, dataset: MTCDataset, mlm: MaskedLM, training_settings: H
     """``runs/06_<name>_<fingerprint>``: the run folder of one head (:func:`helpers.store.reuse_run`)."""
     key = HeadRunKey(training_settings, dataset.key, mlm.name, mlm.context_tokens,
                      tuple(round(value, 2) for value in model_probe(mlm)),
-                     str(next(mlm.model.parameters()).dtype).removeprefix("torch."))
+                     models.dtype_name(next(mlm.model.parameters()).dtype))
     return store.reuse_run(f"06_{name}", key, resume=resume)
 
 

@@ -153,7 +153,8 @@ class GenerationsKey:
 
     @classmethod
     def of(cls, settings: OpenLTGSettings, profile, *, seed: int) -> "GenerationsKey":
-        return cls(profile=profile.name, dtype=models.weight_dtype_name(profile), masked_lm=settings.masked_lm, causal_lm=settings.causal_lm or profile.model_name,
+        return cls(profile=profile.name, dtype=models.weight_dtype_name(profile), masked_lm=settings.masked_lm,
+                   causal_lm=settings.causal_lm or profile.model_name,
                    prompts=settings.prompts, corpus=profile.corpus, num_prompts=settings.num_prompts,
                    max_prompt_tokens=settings.max_prompt_tokens, target_length=settings.target_length,
                    batch_size=settings.batch_size, decoding=settings.decode_config(),
