@@ -1,4 +1,4 @@
-"""Run every numbered notebook in order under the chosen profile and print the time each took.
+"""Run every numbered notebook in order under the chosen profile and print the time each took, and its costliest cells.
 
 Executed copies go to ``runs/notebooks/`` under the workbook root (``$WORKBOOK_ROOT``, else this checkout), written
 atomically; the committed notebooks stay stripped. Figures land in figures/. In the cpu profile the claims of the
@@ -12,12 +12,30 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def costliest_cells(notebook, top: int = 3) -> list[tuple[float, int, str]]:
+    """The ``top`` longest-running code cells of an executed notebook, longest first: (seconds, cell index, the cell's
+    first line). Read from the timestamps nbclient records in each cell's ``metadata.execution`` (from the kernel's
+    receipt of the code to its reply); a cell without both timestamps (not run, or run elsewhere) is left out."""
+    timed = []
+    for index, cell in enumerate(notebook.cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        began, ended = stamps.get("iopub.execute_input"), stamps.get("shell.execute_reply")
+        if cell.cell_type != "code" or not began or not ended:
+            continue
+        seconds = (datetime.fromisoformat(ended.replace("Z", "+00:00"))
+                   - datetime.fromisoformat(began.replace("Z", "+00:00"))).total_seconds()
+        first_line = next((line for line in cell.source.splitlines() if line.strip()), "")
+        timed.append((seconds, index, first_line))
+    return sorted(timed, key=lambda row: -row[0])[:top]
 
 
 def execute(path: Path, out_dir: Path, timeout: int) -> str | None:
@@ -59,6 +77,10 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     for name, elapsed in timings:
         print(f"  {elapsed:8.1f} s  {name}" + ("  FAILED" if name in failed else ""))
     print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {figures_dir()}")
+    print("\ncostliest cells (where each notebook's time went):")
+    for name, _ in timings:
+        for seconds, index, first_line in costliest_cells(nbformat.read(out_dir / name, as_version=4)):
+            print(f"  {seconds:8.1f} s  {name} cell {index}: {first_line[:90]}")
     finished = [path.name[:2] for path in paths if path.name not in failed]
     if profile.name == claims.LEDGER_PROFILE and finished and profile.dtype != profiles.get(profile.name).dtype:
         # WORKBOOK_DTYPE changed the profile: the ledger holds the profile's own numbers, so this run is compared

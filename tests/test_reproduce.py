@@ -1,5 +1,6 @@
 """scripts/reproduce.py (``make reproduce``): a notebook that fails is named, the ones that finished are gathered,
 and the run exits non-zero; executed copies go under the workbook root, not the script's checkout."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -50,3 +51,28 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     failed_copy = nbformat.read(executed / "02_bad.ipynb", as_version=4)
     assert failed_copy.cells[0].outputs[0]["ename"] == "RuntimeError"  # the record of the failure is kept
     assert not (ROOT / "runs" / "notebooks" / "02_bad.ipynb").exists()
+    costs = result.stdout.split("costliest cells")[1]  # every notebook's cells, the failed one's too
+    assert "01_good.ipynb cell 0: from helpers import claims" in costs and "02_bad.ipynb cell 0: raise RuntimeError" in costs
+
+
+def _reproduce_module():
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_untimed_cells():
+    notebook = nbformat.v4.new_notebook()
+    stamps = {"quick": ("2026-11-27T01:00:00.000000Z", "2026-11-27T01:00:01.500000Z"),
+              "slow": ("2026-11-27T01:00:02.000000Z", "2026-11-27T01:02:02.250000Z"),  # crosses a minute: 120.25 s
+              "middle": ("2026-11-27T01:03:00.000000Z", "2026-11-27T01:03:30.000000Z")}
+    for name, (began, ended) in stamps.items():
+        cell = nbformat.v4.new_code_cell(f"\n# the {name} cell\nx = 1")
+        cell.metadata["execution"] = {"iopub.execute_input": began, "shell.execute_reply": ended}
+        notebook.cells.append(cell)
+    notebook.cells.append(nbformat.v4.new_code_cell("never_run()"))  # no timestamps: left out
+    notebook.cells.append(nbformat.v4.new_markdown_cell("# a heading"))
+    cells = _reproduce_module().costliest_cells(notebook, top=2)
+    assert cells == [(120.25, 1, "# the slow cell"), (30.0, 2, "# the middle cell")]
+    assert [index for _, index, _ in _reproduce_module().costliest_cells(notebook, top=10)] == [1, 2, 0]
