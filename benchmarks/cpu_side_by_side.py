@@ -23,40 +23,24 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from cpu_precision import WORKS as PRECISION_WORKS, jobs_for  # this directory: the jobs, timed there in two dtypes
+
 ROOT = Path(__file__).resolve().parents[1]
-WORKS = {"train": "LoRA training step (4 x 128)", "forward": "forward, no gradients (32 x 128)"}
+WORKS = dict(zip(("train", "forward"), PRECISION_WORKS[:2]))  # --job name: cpu_precision's training step and forward
 
 
 def job(work: str, threads: int, steps: int) -> float:
-    """Median seconds per step of ``work`` in this process with ``threads`` torch threads."""
-    import torch
-
-    from helpers import models, profiles
-    from helpers import training as T
-
+    """Median seconds per step of ``work`` in this process with ``threads`` torch threads: the float32 job of
+    ``benchmarks/cpu_precision.py`` (the same model, LoRA, optimizer and batches)."""
     torch.set_num_threads(threads)
-    model, _ = models.load_model(profiles.EMBEDDED_MODEL, device="cpu", dtype=torch.float32, seed=0)
-    model = T.add_lora(model, T.LoraSettings(r=16, alpha=32), seed=0)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    generator = torch.Generator().manual_seed(0)
-    train_ids = torch.randint(100, 49_000, (4, 128), generator=generator)
-    forward_ids = torch.randint(100, 49_000, (32, 128), generator=generator)
-
-    def step():
-        if work == "train":
-            model.train()
-            model(input_ids=train_ids, labels=train_ids).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-        else:
-            with torch.no_grad():
-                model.eval()(input_ids=forward_ids)
-
-    step()  # untimed: first-call allocations
+    step = jobs_for(torch.float32)[WORKS[work]]
+    step(None)  # untimed: first-call allocations
     seconds = []
     for _ in range(steps):
         start = time.perf_counter()
-        step()
+        step(None)
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds)
 

@@ -73,6 +73,6 @@ def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_un
         notebook.cells.append(cell)
     notebook.cells.append(nbformat.v4.new_code_cell("never_run()"))  # no timestamps: left out
     notebook.cells.append(nbformat.v4.new_markdown_cell("# a heading"))
-    cells = _reproduce_module().costliest_cells(notebook, top=2)
-    assert cells == [(120.25, 1, "# the slow cell"), (30.0, 2, "# the middle cell")]
-    assert [index for _, index, _ in _reproduce_module().costliest_cells(notebook, top=10)] == [1, 2, 0]
+    costliest_cells = _reproduce_module().costliest_cells
+    assert costliest_cells(notebook, top=2) == [(120.25, 1, "# the slow cell"), (30.0, 2, "# the middle cell")]
+    assert [index for _, index, _ in costliest_cells(notebook, top=10)] == [1, 2, 0]
