@@ -110,7 +110,7 @@ def precision(device: torch.device | str | None = None) -> Precision:
     kernels refuse bf16 below sm80), else float32.
 
     MAGNET App. A trains in bf16; fp16 with loss scaling is the standard stand-in where bf16 is emulated. A profile
-    whose ``dtype`` is ``"auto"`` loads its model in this dtype; the cpu profile asks for float32 by name.
+    whose ``dtype`` is ``"auto"`` (every profile but smoke) loads its model in this dtype.
     """
     device = torch.device(device) if device is not None else get_device()
     if device.type == "cpu" and cpu_computes_bf16():

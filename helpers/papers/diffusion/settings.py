@@ -67,7 +67,7 @@ SETTINGS = {
                                timing_seeds=(0, 1),
                                fine_tune_steps=2, fine_tune_batch=2, fine_tune_seq_len=32, fine_tune_blocks=16,
                                eval_blocks=4, eval_block_tokens=16, ratio_bins=2),
-    "cpu": DiffusionSettings(num_prompts=32, target_length=64, batch_size=16, max_prompt_tokens=32),
+    "cpu": DiffusionSettings(num_prompts=16, target_length=64, batch_size=16, max_prompt_tokens=32),
     "gpu": DiffusionSettings(num_prompts=200, target_length=128, batch_size=25, max_prompt_tokens=64, steps=64,
                              step_grid=(8, 16, 32, 64, 128), block_length=32, timing_seeds=(0, 1, 2, 3, 4),
                              fine_tune_steps=200, fine_tune_batch=16, fine_tune_seq_len=512, fine_tune_lr=1e-4,

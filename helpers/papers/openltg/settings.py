@@ -54,8 +54,8 @@ SETTINGS = {
                              fixed_window=8, paper_dataset="ROC", lr_n=2, trace_length=8, probe_position=3,
                              speed_lengths=(8, 12), speed_iterations=(1, 4), speed_prompt_tokens=4, speed_seeds=(0, 1),
                              length_train_prompts=8, length_test_prompts=4),
-    # 32 prompts × 6 mask-predict rows × 8 passes fit the 8-minute budget on 2 CPU cores only at N = 64.
-    "cpu": OpenLTGSettings(num_prompts=32, target_length=64, batch_size=16, max_prompt_tokens=32,
+    # 16 prompts × 6 mask-predict rows × 8 passes at N = 64: make reproduce's 45 minutes on 2 CPU cores.
+    "cpu": OpenLTGSettings(num_prompts=16, target_length=64, batch_size=16, max_prompt_tokens=32,
                            speed_lengths=(64, 128), speed_iterations=(1, 8), speed_repeats=1, length_train_prompts=256,
                            length_test_prompts=64),
     "gpu": OpenLTGSettings(num_prompts=200, target_length=140, batch_size=25, max_prompt_tokens=64,
