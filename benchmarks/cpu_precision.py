@@ -1,7 +1,7 @@
 """bf16 against float32 on this CPU: the three kinds of work the cpu profile's notebooks spend their time on.
 
 ``helpers.device.precision`` picks bf16 on a CPU that computes it natively (AVX512-BF16 or AMX-BF16), and
-``WORKBOOK_DTYPE=auto`` loads the cpu profile's model in it. This prints what that buys on the embedded SmolLM2-135M:
+the cpu profile (``dtype="auto"``) loads its model in it there. This prints what that buys on the embedded SmolLM2-135M:
 both models are loaded, the float32 and bf16 jobs take turns (``helpers.metrics.interleaved_timings``, so a drift of
 the machine falls on both alike), each job's median over ``--repeats`` calls, and the ratio float32 / bf16:
 

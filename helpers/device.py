@@ -124,8 +124,9 @@ def precision(device: torch.device | str | None = None) -> Precision:
 
 def training_mixed_precision(model) -> str:
     """accelerate's ``mixed_precision`` for training ``model``: :func:`precision`'s choice for the model's device. On a
-    CPU only when the weights were loaded in that dtype, so a float32 model (the cpu profile's) trains in float32 on
-    every CPU, and a bf16 one (``dtype="auto"`` on a CPU that computes bf16) computes its float32 LoRA weights in bf16."""
+    CPU only when the weights were loaded in that dtype, so a float32 model (the smoke profile's, or
+    ``WORKBOOK_DTYPE=float32``) trains in float32 on every CPU, and a bf16 one (the cpu profile's ``dtype="auto"`` on a
+    CPU that computes bf16) computes its float32 LoRA weights in bf16."""
     device = model_device(model)
     chosen = precision(device)
     if device.type == "cpu" and next(iter(model.parameters())).dtype != chosen.dtype:

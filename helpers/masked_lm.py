@@ -83,6 +83,7 @@ class MaskedLM:
         self.context_tokens = whole_number(context_tokens, "context_tokens")  # per side, for encode_masked
         self.name = name or getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
         self._token_strings: list[str] | None = None
+        self._float32_head_key, self._float32_head_cache = None, None  # token_logits's converted bf16 head
         specials = list(tokenizer.all_special_ids) if tokenizer is not None else []
         # The mask token's look-alikes are banned with it: a token whose text is only underscores ("_", "__", " _",
         # "Ġ__", "▁_") reads as a mask when the MNTP adapter's mask token is "_", and a sampler that writes one
@@ -265,9 +266,24 @@ class MaskedLM:
 
     def token_logits(self, features: torch.Tensor) -> torch.Tensor:
         """Single-token logits from :meth:`features` (already through :meth:`output_transform`): ``f W^T + b``."""
-        logits = features @ self.output_matrix.float().T
-        bias = self.output_bias
-        return logits if bias is None else logits + bias.float()
+        matrix, bias = self._float32_head()
+        logits = features @ matrix.T
+        return logits if bias is None else logits + bias
+
+    def _float32_head(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The output matrix and bias in float32. A bf16 model's are converted once and kept until the weights change
+        (their storage or version counter), not on every call: converting SmolLM2's 49K x 576 matrix costs more than
+        the product itself, and would be timed as part of the single-token path. Where autograd needs the weights
+        (grad enabled and the matrix trainable), or they are float32 already, the conversion is the plain one."""
+        matrix, bias = self.output_matrix, self.output_bias
+        if matrix.dtype == torch.float32 or (torch.is_grad_enabled() and matrix.requires_grad):
+            return matrix.float(), None if bias is None else bias.float()
+        key = (matrix.data_ptr(), matrix._version, matrix.device,
+               None if bias is None else (bias.data_ptr(), bias._version))
+        if self._float32_head_key != key:
+            self._float32_head_cache = (matrix.detach().float(), None if bias is None else bias.detach().float())
+            self._float32_head_key = key
+        return self._float32_head_cache
 
     def _wrap(self, content: list[int]) -> tuple[list[int], int]:
         """``(ids, start)``: ``content`` with the backend's special tokens, and where ``content`` starts."""

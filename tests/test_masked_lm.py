@@ -47,3 +47,21 @@ def test_an_mntp_decoder_reads_column_l_from_output_l_minus_1_and_refuses_column
     with pytest.raises(ValueError, match="no output predicts it"):
         reader.logits_at(hidden, torch.tensor([0]), torch.tensor([0]))
     assert reader.num_layers == models.num_layers(model) and reader.max_positions == models.max_positions(model)
+
+
+def test_token_logits_convert_a_bf16_head_once_and_again_when_it_changes():
+    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype=torch.bfloat16, seed=0)
+    reader = MNTPDecoder(model, tokenizer, None)
+    head = model.get_output_embeddings().weight
+    features = torch.randn(3, head.shape[1], generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        first = reader.token_logits(features)
+        kept = reader._float32_head()[0]
+        assert torch.equal(first, features @ head.float().T) and first.dtype == torch.float32
+        assert reader._float32_head()[0] is kept  # converted once, not on every call
+        head.mul_(2)  # an in-place change of the weights (its version counter moves)
+        assert torch.equal(reader.token_logits(features), features @ head.float().T)
+        assert reader._float32_head()[0] is not kept
+    head.requires_grad_(True)  # a trainable head with grad on: the plain conversion, so the gradient reaches it
+    reader.token_logits(features).sum().backward()
+    assert head.grad is not None and head.grad.abs().sum() > 0

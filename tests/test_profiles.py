@@ -53,7 +53,7 @@ def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_
 
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     monkeypatch.delenv(profiles.SEED_VAR, raising=False)
-    monkeypatch.delenv(profiles.DTYPE_VAR, raising=False)
+    monkeypatch.setenv(profiles.DTYPE_VAR, "float32")
     plain = profiles.current()
     assert models.weight_dtype_name(plain) == "float32"
     monkeypatch.setenv(profiles.DTYPE_VAR, " BFloat16 ")
@@ -76,6 +76,9 @@ def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_
     assert training.masked_lm_run_key(profiles.current(), "mntp") == training.masked_lm_run_key(plain, "mntp")
     monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: frozenset({"amx_bf16"}))
     assert models.weight_dtype_name() == "bfloat16"
+    monkeypatch.delenv(profiles.DTYPE_VAR)  # the cpu profile's own dtype is the device's choice
+    assert models.weight_dtype_name() == "bfloat16"
+    assert training.masked_lm_run_key(profiles.current(), "mntp") != training.masked_lm_run_key(plain, "mntp")
 
 
 @pytest.mark.parametrize("raw", ["half", "fp32", "int8"])
