@@ -136,15 +136,15 @@ _SMOKE = RepetitionSettings(
     exit_repeats=(1,), exit_tasks=("chunks",), exit_seeds=(0,),
     speed_repeats=(0, 1, 2), speed_sentences=4, speed_batch_size=2, speed_trials=1,
 )
-# cpu: about 10 min on an idle 2-core machine in bf16 (9.7 measured), 60 test sentences and a probe trained on 120. Silver noun chunks only (silver NER has too few
-# test entities to separate the strategies); r in {0, 1, 2} (r=2 against r=1 is §4.2's "more repetitions help"),
-# middle and full unmasking, and r = 1 at exit@18 (17 of 30 layers), one training seed per run (`make study` runs the
-# notebook under three study seeds, :meth:`RepetitionSettings.for_seed`, and each trained row becomes the seed mean
-# with a t interval over them), 100 steps of 8 sentences of 5-12 words at lr 1e-3 (5x the paper's, for so few steps)
-# decayed linearly; validation F1 every 5 steps picks each run's weights (the test split never picks) and gives the
-# budget check six points in the last quarter of training. Two training processes of one torch thread each. r = 4, 8
-# at full depth and the other exits are left to the gpu profile; the frozen-feature probe covers every layer for r = 0
-# and 1.
+# cpu: about 10 min on an idle 2-core machine in bf16 (9.7 to 10.2 measured), 60 test sentences and a probe trained on
+# 120. Silver noun chunks only (silver NER has too few test entities to separate the strategies); r in {0, 1, 2} (r=2
+# against r=1 is §4.2's "more repetitions help"), middle and full unmasking, and r = 1 at exit@18 (17 of 30 layers), one
+# training seed per run (`make study` runs the notebook under three study seeds, :meth:`RepetitionSettings.for_seed`,
+# and each trained row becomes the seed mean with a t interval over them), 100 steps of 8 sentences of 5-12 words at lr
+# 1e-3 (5x the paper's, for so few steps) decayed linearly; validation F1 every 5 steps picks each run's weights (the
+# test split never picks) and gives the budget check six points in the last quarter of training. Two training processes
+# of one torch thread each. r = 4, 8 at full depth and the other exits are left to the gpu profile; the frozen-feature
+# probe covers every layer for r = 0 and 1.
 _CPU = RepetitionSettings(
     block_repeats=(0, 1, 2, 4, 8), block_sentences=16, block_max_tokens=12,
     tasks=("chunks",), train_sentences=240, validation_sentences=48, test_sentences=60, max_words=12, max_tokens=48,
