@@ -1,14 +1,16 @@
 """The claims ledger: every paper number, ours beside it with a 95% interval, n and a verdict.
 
-A *claim* is one row: which notebook measured it, which paper (seed file in ``../shared/seeds``) states it and
-where (table, figure, section), the claim in one sentence, the paper's value, ours, a 95% interval with the way it
-was obtained (bootstrap over examples, or over seeds where training varies) and n, and one verdict word:
+A *claim* is declared once, in its paper package's table (``helpers.papers.<package>.report.CLAIMS``, a dict of
+:class:`Declared`), and measured by the notebook: :meth:`Declared.measured` joins the two into one row
+(:class:`Claim`): which notebook measured it, which paper (seed file in ``../shared/seeds``) states it and where, the
+claim, the paper's value, ours, a 95% interval with the way it was obtained and n, and one verdict word, computed by
+:func:`verdict_of` under one symmetric rule:
 
-- ``reproduced``: our interval lies on the paper's side;
-- ``not reproduced``: our interval lies on the other side **and** ``check`` names the experiment that ruled out a
-  bug in our mechanism (a reference implementation, the paper's public code on the same inputs, a run on data where
-  the effect must appear). Without a check such a row is refused: write ``inconclusive``;
-- ``inconclusive``: the interval straddles the paper's direction, or no check rules out our own bug.
+- ``reproduced``: our interval lies on the paper's side, and ``check`` names the tests that rule out our own bug;
+- ``not reproduced``: our interval lies on the other side, the check is there, and (for a trained row) training was
+  shown to have stopped improving (:func:`helpers.metrics.stopped_improving`, an equivalence test);
+- ``inconclusive``: anything else, with its reason (no check, a confound, another hardware regime, a baseline not
+  shown to beat what the paper says it beats, training not shown to have stopped, an interval that straddles).
 
 Each notebook's summary cell calls :func:`record`, which writes ``runs/claims/<profile>/<notebook>.json``.
 ``scripts/reproduce.py`` (``make reproduce``) then calls :func:`gather`, which merges the cpu-profile rows into the
@@ -60,9 +62,25 @@ _TABLE_MARKER = re.compile(r"<!-- table:(?P<key>[^:\s]+):begin[^>]*-->")
 _TABLE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
-FINDING, DEFINITION, MEASUREMENT = "finding", "definition check", "measurement"
-KINDS = (FINDING, DEFINITION, MEASUREMENT)
+FINDING, REFERENCE, DEFINITION, MEASUREMENT = "finding", "reference", "definition check", "measurement"
+KINDS = (FINDING, REFERENCE, DEFINITION, MEASUREMENT)
+DECIDED = (FINDING, REFERENCE)  # the kinds the verdict rule decides: a paper's finding, and a reference claim
 DEFINITION_VERDICTS = ("holds", "fails")
+_ID = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9][a-z0-9_\-]*)+")
+# A check is one or more pytest node ids (space-separated): tests/<path>.py::<test>[::<test>][<parameters>]
+_CHECK = re.compile(r"tests/[A-Za-z0-9_/.\-]+\.py::[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)?(?:\[[^\]\s]*\])?")
+# What never certifies a baseline: it scores 0 (the label prior) or is broken (the untrained step 0) by construction.
+STRAW_BASELINES = ("step 0", "label prior")
+
+
+def check_ids(check: str) -> list[str]:
+    """The pytest node ids of a row's ``check`` (space-separated); a malformed one is an error naming it."""
+    ids = check.split()
+    for node in ids:
+        if not _CHECK.fullmatch(node):
+            raise ValueError(f"check={check!r}: {node!r} is not a pytest node id such as "
+                             "'tests/papers/magnet/test_magnet_mechanism.py::test_pooling'; a check is a test")
+    return ids
 
 
 @dataclass(frozen=True)
@@ -118,6 +136,10 @@ class Claim:
     baseline_works: bool | None = None
     confound: str = ""
     value: float | None = None  # the point estimate the interval is around: what a seed study averages over seeds
+    id: str = ""  # the declared claim's stable id (``Declared.id``): what joins seeds and studies
+    dataset: str = ""  # the data actually used, where it is not the paper's
+    regime: str = ""  # how the hardware regime differs from the paper's, where it matters for the quantity
+    note: str = ""  # what this run measured beside the claim (shown after it)
 
     def __post_init__(self):
         _check_notebook(self.notebook)
@@ -143,8 +165,12 @@ class Claim:
             if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
                 raise ValueError(f"n={self.n!r} must be a whole number >= 1 (examples or seeds behind the interval)")
         self._check_rule()
-        if self.plateau is not None:
+        if self.plateau is not None and not isinstance(self.plateau, dict):
             object.__setattr__(self, "plateau", tuple(self.plateau))
+        elif self.plateau is not None:
+            object.__setattr__(self, "plateau", {"curve": str(self.plateau["curve"]),
+                                                 "points": [[int(step), float(value)]
+                                                            for step, value in self.plateau["points"]]})
         object.__setattr__(self, "seed_values", tuple(float(value) for value in self.seed_values))
         if self.seed_values and self.n_seeds != len(self.seed_values):
             raise ValueError(f"n_seeds={self.n_seeds!r} but {len(self.seed_values)} seed_values were given")
@@ -165,9 +191,15 @@ class Claim:
                              "verdict from the interval")
         if self.method == EXACT:
             raise ValueError(f"kind={self.kind!r} needs an interval; an exact identity is a definition check")
+        if self.id and not _ID.fullmatch(self.id):
+            raise ValueError(f"id={self.id!r} must be dotted lower-case words such as 'magnet.table1.pos.vs_base'")
+        check_ids(self.check)
+        for name in ("dataset", "regime", "note"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be a string")
         if self.kind == MEASUREMENT and self.direction != 0:
             raise ValueError("a measurement has no paper direction: direction=0")
-        if self.kind == FINDING and self.direction not in (1, -1) and self.margin is None:
+        if self.kind in DECIDED and self.direction not in (1, -1) and self.margin is None:
             raise ValueError(f"direction={self.direction!r}: a finding's paper direction is +1 (above threshold) or -1 "
                              "(below), or give margin= for a 'matches' claim")
         if self.margin is not None:
@@ -184,31 +216,70 @@ class Claim:
             raise ValueError(f"value={self.value!r} must be a finite number (the row's point estimate) or None")
         if not isinstance(self.confound, str):
             raise ValueError(f"confound={self.confound!r} must be a string saying what confounds the row, or ''")
-        if self.plateau is not None and len(tuple(self.plateau)) != 4:
-            raise ValueError(f"plateau={self.plateau!r} must be (slope, low, high, steps)")
+        if self.plateau is not None:
+            _check_plateau(self.plateau)
+
+    @property
+    def stopping(self):
+        """:func:`helpers.metrics.stopped_improving` on the held-out curve the row rests on; None without one."""
+        from . import metrics
+
+        if not isinstance(self.plateau, dict):
+            return None
+        return metrics.stopped_improving(self.plateau["points"])
 
     @property
     def still_improving(self) -> bool:
-        """Whether a trained row's held-out curve was still moving at the end (no plateau measured counts as yes)."""
+        """Whether a trained row's training is *not shown* to have stopped improving: no held-out curve, a curve of
+        too few points, a legacy slope-only record, or a curve whose upper slope, over as many steps again, adds more
+        than the tolerance (:func:`helpers.metrics.stopped_improving`)."""
         if not self.trained:
             return False
-        return self.plateau is None or not (self.plateau[1] <= 0 <= self.plateau[2])
+        stopping = self.stopping
+        return stopping is None or not stopping.stopped
+
+    def missing_for_not_reproduced(self) -> list[str]:
+        """What keeps a decided row whose interval lies wholly on the contradicting side from *not reproduced*."""
+        missing = []
+        if not self.check.strip():
+            missing.append("no check (a test ruling out our own bug) is declared")
+        if self.regime:
+            missing.append(f"measured in another regime than the paper's ({self.regime})")
+        if self.baseline_works is False:
+            missing.append(f"the baseline ({self.baseline}) was not shown to work")
+        if self.trained and self.still_improving:
+            missing.append(self.budget_text)
+        return missing
+
+    @property
+    def budget_text(self) -> str:
+        """Why training is (or is not) shown to have stopped improving, in one phrase."""
+        stopping = self.stopping
+        if stopping is not None:
+            return f"{self.plateau['curve']}: {stopping.reason}"
+        if self.plateau is not None:  # a row recorded before the equivalence test: a slope's significance only
+            return (f"not shown to have stopped (recorded as a slope only, {_number(self.plateau[1])} to "
+                    f"{_number(self.plateau[2])} per step at {self.plateau[3]} steps; the equivalence test needs the "
+                    "held-out curve)")
+        return "not shown to have stopped (no held-out curve recorded)"
 
     @property
     def verdict_text(self) -> str:
         text = f"**{self.verdict}**"
+        if self.kind not in DECIDED or self.verdict in ("holds", "fails"):
+            return text
         if self.verdict == "not reproduced":
-            text += f"; check: {self.check}"
-        elif self.kind == FINDING and self.confound:
-            text += f": confounded: {self.confound}"
-        elif self.baseline_works is False:
-            text += f": the baseline ({self.baseline}) was not shown to work"
-        elif self.kind == FINDING and self.trained and self.still_improving and _beyond_paper_side(self):
-            if self.plateau:
-                text += (f": still improving at {self.plateau[3]} steps (slope {_number(self.plateau[0])} "
-                         f"[{_number(self.plateau[1])}, {_number(self.plateau[2])}])")
-            else:
-                text += ": training not shown to have stopped improving (no held-out curve recorded)"
+            return text + f"; check: {self.check}"
+        if self.confound:
+            return text + f": confounded: {self.confound}"
+        if not self.check.strip():
+            return text + ": no check (a test ruling out our own bug) is declared, so neither verdict can be reached"
+        if self.regime:
+            return text + f": measured in another regime than the paper's ({self.regime})"
+        if self.baseline_works is False:
+            return text + f": the baseline ({self.baseline}) was not shown to work"
+        if self.verdict == "inconclusive" and _beyond_paper_side(self):
+            return text + ": wholly on the contradicting side, but " + "; ".join(self.missing_for_not_reproduced())
         return text
 
     @property
@@ -217,6 +288,167 @@ class Claim:
             return "exact (deterministic)"
         seeds = f", {self.n_seeds} seeds" if self.n_seeds else ""
         return f"[{_number(self.low)}, {_number(self.high)}] ({self.method}, n = {self.n}{seeds})"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One claim of a paper, declared once in its package's ``report.CLAIMS`` (:func:`declare`): what the paper says
+    and how we test it. The experiment measures; :meth:`measured` joins the declaration with the measurement into the
+    ledger row (:class:`Claim`), so every field below has one home.
+
+    - ``id``: stable, dotted (``magnet.table1.pos.vs_base``); it joins seeds and studies.
+    - ``where``, ``says``, ``paper_value``: the section, what the paper says (quoted or paraphrased), its number.
+    - ``quantity``: what we measure, in which units; ``direction`` / ``threshold`` / ``margin`` (+ ``margin_source``:
+      "paper: ..." or "ours: <why>") as in :class:`Claim`.
+    - ``kind``: a ``finding`` of the paper; a ``reference`` claim (another paper's, such as LLM2Vec's, or a row the
+      paper does not state, counted apart); a ``definition check``; a ``measurement``.
+    - ``check``: pytest node ids of the tests that validate the mechanism the row rests on (against the paper's text
+      or its authors' code on the same inputs, or a planted case where the effect must appear). Without one neither
+      verdict can be reached; ``python -m helpers.claims --check`` fails when a named test does not exist.
+    - ``trained`` and ``curve``: the row rests on training, and which held-out curve shows whether it stopped.
+    - ``baseline`` and ``baseline_must_beat``: the baseline a comparison rests on, and what it must beat to count as
+      working (the paper's own comparison; never the untrained step 0 or the label prior, :data:`STRAW_BASELINES`).
+    - ``dataset``: the data actually used where it is not the paper's; ``regime``: where the hardware regime differs
+      from the paper's in a way the quantity depends on (a GPU speed-up measured on a CPU): the row then says so and
+      cannot be decided.
+    """
+
+    id: str
+    notebook: str
+    paper: str
+    where: str
+    says: str
+    paper_value: str
+    quantity: str
+    kind: str = FINDING
+    direction: int = 1
+    threshold: float = 0.0
+    margin: float | None = None
+    margin_source: str = ""
+    check: str = ""
+    figure: str = ""
+    trained: bool = False
+    curve: str = ""
+    baseline: str = ""
+    baseline_must_beat: str = ""
+    dataset: str = ""
+    regime: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
+            raise ValueError(f"id={self.id!r} must be dotted lower-case words such as 'magnet.table1.pos.vs_base'")
+        _check_notebook(self.notebook)
+        if self.paper not in PAPERS:
+            raise ValueError(f"{self.id}: paper={self.paper!r} must be a seed id, one of {sorted(PAPERS)}")
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind={self.kind!r} must be one of {KINDS}")
+        for name in ("where", "says", "paper_value", "quantity"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{self.id}: {name}={value!r} must be a non-empty string")
+        check_ids(self.check)
+        if self.baseline and not self.baseline_must_beat.strip():
+            raise ValueError(f"{self.id}: baseline={self.baseline!r} needs baseline_must_beat=: what it must beat to "
+                             "count as working (the paper's own comparison)")
+        straw = [word for word in STRAW_BASELINES if word in self.baseline_must_beat.lower()]
+        if straw:
+            raise ValueError(f"{self.id}: baseline_must_beat={self.baseline_must_beat!r} names {straw[0]!r}, which "
+                             "never certifies a baseline (broken or zero by construction); name the paper's comparison")
+        if self.kind == FINDING and self.paper_value.strip().lower().startswith(("not reported", "not compared", "> 0 (paper: ")):
+            raise ValueError(f"{self.id}: paper_value={self.paper_value!r}: a finding is a claim the paper states; a "
+                             "row the paper does not report is a reference claim (kind='reference') or a measurement")
+
+    def measured(self, value: float, low: float, high: float, method: str, n: int, *, fmt: str = "{:+.3f}",
+                 ours: str | None = None, note: str = "", plateau=None, baseline_works: bool | None = None,
+                 confound: str = "", holds: bool | None = None, figure: str = "", **extra) -> Claim:
+        """The ledger row: this declaration joined with one measurement (the value, its 95% interval ``low`` to
+        ``high`` by ``method`` over ``n``). ``plateau``: the held-out curve (:func:`curve`) of a trained row;
+        ``baseline_works``: whether the baseline beat :attr:`baseline_must_beat` in this run; ``note``: what this
+        run measured beside the claim; ``extra``: :class:`Claim`'s remaining fields (``n_seeds``, ``seed_values``)."""
+        if self.baseline and baseline_works is None:
+            raise ValueError(f"{self.id}: baseline_works= must say whether {self.baseline} beat "
+                             f"{self.baseline_must_beat} in this run")
+        exact = method == EXACT
+        return Claim(notebook=self.notebook, paper=self.paper, where=self.where, claim=self.says,
+                     paper_value=self.paper_value, ours=ours if ours is not None else fmt.format(value),
+                     low=None if low is None else float(low), high=None if high is None else float(high),
+                     method=method, n=None if n is None else int(n), check=self.check,
+                     figure=figure or self.figure, quantity=self.quantity, kind=self.kind,
+                     direction=self.direction, threshold=self.threshold, margin=self.margin,
+                     margin_source=self.margin_source, holds=holds, trained=self.trained,
+                     plateau=plateau if self.trained else None, baseline=self.baseline,
+                     baseline_works=baseline_works if self.baseline else None, confound=confound,
+                     value=None if (value is None or exact) else float(value), id=self.id, dataset=self.dataset,
+                     regime=self.regime, note=note, **extra)
+
+    def reaches_either_verdict(self, curve_points: dict[str, int]) -> bool:
+        """Whether a row of this declaration could read *reproduced* and could read *not reproduced*: it has a
+        check, no other regime, and, if trained, a held-out curve with enough evaluations in its window for the
+        equivalence test (``curve_points``: curve name -> evaluations in the window under the profile)."""
+        from . import metrics
+
+        if self.kind not in DECIDED or not self.check or self.regime:
+            return False
+        return not self.trained or curve_points.get(self.curve, 0) >= metrics.STOP_MIN_POINTS
+
+
+def declare(*entries: Declared) -> dict[str, Declared]:
+    """A paper's claims table, id -> :class:`Declared`; a repeated id is an error naming it."""
+    table = {}
+    for entry in entries:
+        if not isinstance(entry, Declared):
+            raise ValueError(f"{entry!r} is not a Declared claim")
+        if entry.id in table:
+            raise ValueError(f"id={entry.id!r} is declared twice")
+        table[entry.id] = entry
+    return table
+
+
+REPORT_PACKAGES = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")
+
+
+def declared_claims() -> dict[str, Declared]:
+    """Every paper package's claims table (``helpers.papers.<package>.report.CLAIMS``), joined; an id declared by
+    two packages is an error."""
+    import importlib
+
+    joined: dict[str, Declared] = {}
+    for package in REPORT_PACKAGES:
+        table = importlib.import_module(f"helpers.papers.{package}.report").CLAIMS
+        for claim_id, entry in table.items():
+            if claim_id in joined:
+                raise ValueError(f"id={claim_id!r} is declared by helpers.papers.{package} and another package")
+            joined[claim_id] = entry
+    return joined
+
+
+def missing_checks(declared: dict[str, Declared] | None = None, root: Path | None = None) -> list[str]:
+    """Every declared check that names no existing test: ``'<id>: <node id>'`` (the file, the test function, or the
+    class method is missing). Parametrised ids are matched by their function."""
+    import ast
+
+    root = Path(root or Path(__file__).resolve().parents[1])  # the tests live beside the code that declares them
+    declared = declared_claims() if declared is None else declared
+    found: dict[str, set[str]] = {}
+    problems = []
+    for claim_id, entry in sorted(declared.items()):
+        for node in check_ids(entry.check):
+            path, _, name = node.partition("::")
+            name = name.split("[", 1)[0]
+            if path not in found:
+                file = root / path
+                names: set[str] = set()
+                if file.exists():
+                    for item in ast.parse(file.read_text()).body:
+                        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                            names.add(item.name)
+                        elif isinstance(item, ast.ClassDef):
+                            names |= {f"{item.name}::{sub.name}" for sub in item.body
+                                      if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                found[path] = names
+            if name not in found[path] or not name.split("::")[-1].startswith("test"):
+                problems.append(f"{claim_id}: {node}")
+    return problems
 
 
 def _beyond_paper_side(row: Claim) -> bool:
@@ -229,18 +461,19 @@ def _beyond_paper_side(row: Claim) -> bool:
 
 
 def verdict_of(row: Claim) -> str:
-    """The one verdict rule.
+    """The one verdict rule, symmetric: each verdict needs a check.
 
     - definition check: *holds* or *fails*; measurement: *inconclusive*;
-    - finding: *reproduced* when the interval lies wholly on the paper's side of ``threshold`` (or, for a "matches"
-      claim, wholly within ``threshold ± margin``); *not reproduced* when it lies wholly on the other side **and**
-      ``check`` names the experiment that ruled out our own bug **and** (for a trained row) training had stopped
-      improving; otherwise *inconclusive*. The paper's value lying inside our interval is never a reproduction, a
-      row whose ``baseline`` was not shown to work is never *reproduced*, and a ``confound``-ed row is *inconclusive*.
+    - finding or reference claim: with no ``check`` (pytest node ids of tests that rule out our own bug), a
+      ``confound``, a ``regime`` other than the paper's, or a ``baseline`` not shown to work, *inconclusive*;
+      otherwise *reproduced* when the interval lies wholly on the paper's side of ``threshold`` (or, for a "matches"
+      claim, wholly within ``threshold ± margin``), *not reproduced* when it lies wholly on the other side and (for a
+      trained row) training was shown to have stopped improving (:func:`helpers.metrics.stopped_improving`), else
+      *inconclusive*. The paper's value lying inside our interval is never a reproduction.
     """
     if row.kind == DEFINITION:
         return "holds" if row.holds else "fails"
-    if row.kind == MEASUREMENT or row.confound:
+    if row.kind == MEASUREMENT or row.confound or not row.check.strip() or row.regime or row.baseline_works is False:
         return "inconclusive"
     lo, hi = row.low - row.threshold, row.high - row.threshold
     if row.margin is not None:
@@ -248,10 +481,36 @@ def verdict_of(row: Claim) -> str:
     else:
         agrees = (lo > 0) if row.direction == 1 else (hi < 0)
     if agrees:
-        return "inconclusive" if row.baseline_works is False else "reproduced"
-    if _beyond_paper_side(row) and row.check.strip() and not row.still_improving:
+        return "reproduced"
+    if _beyond_paper_side(row) and not row.still_improving:
         return "not reproduced"
     return "inconclusive"
+
+
+def _check_plateau(plateau) -> None:
+    """A row's held-out curve: ``{"curve": name, "points": [[step, value], ...]}`` (oriented so training raises it),
+    or a legacy ``(slope, low, high, steps)`` from before the equivalence test (never enough to show a stop)."""
+    if isinstance(plateau, dict):
+        if set(plateau) != {"curve", "points"} or not isinstance(plateau["curve"], str) or not plateau["curve"]:
+            raise ValueError(f"plateau={plateau!r} must be {{'curve': name, 'points': [[step, value], ...]}}")
+        points = plateau["points"]
+        if isinstance(points, str) or not all(isinstance(point, Sequence) and len(point) == 2 for point in points):
+            raise ValueError(f"plateau['points']={points!r} must be [step, value] pairs")
+        return
+    if len(tuple(plateau)) != 4:
+        raise ValueError(f"plateau={plateau!r} must be a held-out curve {{'curve': name, 'points': [[step, value], "
+                         "...]}} (or a legacy (slope, low, high, steps))")
+
+
+def curve(name: str, points) -> dict:
+    """A held-out curve for a trained row's ``plateau=``: ``name`` says which curve (e.g. "MAGNET held-out MNTP
+    accuracy"), ``points`` its ``(step, value)`` evaluations, oriented so that training raises it."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name={name!r} must say which held-out curve this is")
+    pairs = [[int(step), float(value)] for step, value in points]
+    if not pairs:
+        raise ValueError(f"points for {name!r} is empty; record the curve's evaluations")
+    return {"curve": name, "points": sorted(pairs)}
 
 
 _FIGURE = re.compile(r"(?:figures/)?(?P<stem>\d\d_[A-Za-z0-9_]+?)(?:\.png)?")
@@ -661,50 +920,85 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
             fresh[path.stem], origins[path.stem] = payload["claims"], payload["provenance"]
     fresh_tables = [read_table(path) for path in sorted(claims_dir(profile).glob("[0-9][0-9]_*.json"))
                     if notebooks is None or path.name[:2] in notebooks]
-    kept = [row for row in (read_rows(ledger) if ledger.exists() else []) if row.notebook not in fresh]
+    previous = read_rows(ledger) if ledger.exists() else []
+    kept = [row for row in previous if row.notebook not in fresh]
     rows = sorted(kept + [row for group in fresh.values() for row in group], key=lambda row: row.notebook)
+    changes = verdict_changes(previous, rows) if fresh else read_changes(ledger)
     origins = {notebook: origin for notebook, origin in sorted(origins.items()) if any(r.notebook == notebook for r in rows)}
     rerun = {entry.notebook for entry in fresh_tables}
     tables = sorted([entry for entry in read_tables() if entry.notebook not in rerun] + fresh_tables,
                     key=lambda entry: entry.key)
     readme = Path(readme or repo_root() / "README.md")
-    text = render_readme(readme.read_text(), rows, tables, readme)  # refuses a README without the markers first
-    store.write_together({ledger: _rows_to_json(rows, profile=profile, provenance=origins),
+    text = render_readme(readme.read_text(), rows, tables, readme, changes)  # refuses a README without the markers first
+    store.write_together({ledger: _rows_to_json(rows, profile=profile, provenance=origins, changes=changes),
                           tables_path(): _tables_to_json(tables, profile),
                           readme: text}, _journal())
     return rows
+
+
+def verdict_changes(previous: Sequence[Claim], rows: Sequence[Claim]) -> list[dict]:
+    """Every row whose verdict differs between ``previous`` (the ledger before) and ``rows`` (after), joined by
+    :func:`_row_key`, or by (notebook, quantity) where the earlier row had no id: ``{"id", "from", "to"}``."""
+    def loose(row: Claim) -> tuple:
+        return row.notebook, row.quantity or row.claim
+
+    before = {_row_key(row): row for row in previous}
+    before_loose = {loose(row): row for row in previous}
+    changed = []
+    for row in rows:
+        old = before.get(_row_key(row)) or before_loose.get(loose(row))
+        if old is not None and old.verdict != row.verdict:
+            changed.append({"id": row.id or f"{row.notebook}: {row.quantity or row.claim}", "from": old.verdict,
+                            "to": row.verdict})
+    return changed
+
+
+def read_changes(path: Path | None = None) -> list[dict]:
+    """The verdict changes the committed ledger records against the ledger it replaced."""
+    path = Path(path or ledger_path())
+    return list(_read_payload(path).get("changes", [])) if path.exists() else []
 
 
 STUDY_MIN_SEEDS = 3  # a row that rests on training needs at least this many seeds in a study
 
 
 def _row_key(row: Claim) -> tuple:
-    """What names a claim across seeds: its paper, where and quantity (its text may carry per-seed numbers)."""
-    return row.notebook, row.paper, row.where, row.quantity or row.claim
+    """What names a claim across seeds: its declared id (a row without one, from before the claims tables: its
+    paper, where and quantity)."""
+    return (row.id,) if row.id else (row.notebook, row.paper, row.where, row.quantity or row.claim)
 
 
 def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
     """One trained row from its per-seed rows: the seed mean, and a t interval over seeds with the examples nested
-    (:func:`helpers.metrics.seeds_with_examples_interval`, each seed's half-width over the examples from its row)."""
+    (:func:`helpers.metrics.seeds_with_examples_interval`, each seed's half-width over the examples from its row).
+    Its confound, baseline and note are recomputed from every seed (a seed's confound confounds the study; a
+    baseline works only if it worked on every seed), and its budget check judges the seed-mean held-out curve."""
     from . import metrics
 
     first = group[0]
     values = [row.value for row in group]
     if any(value is None for value in values):
-        raise ValueError(f"notebook {first.notebook}, {first.where} ({first.quantity or first.claim}): a trained row "
-                         "records no value= (its point estimate), so seeds cannot be averaged; give value= in its "
-                         "report's claims()")
+        raise ValueError(f"notebook {first.notebook}, {first.id or first.where} ({first.quantity or first.claim}): a "
+                         "trained row records no value= (its point estimate), so seeds cannot be averaged; give value= "
+                         "in its report")
     mean, low, high = metrics.seeds_with_examples_interval(values, [(row.high - row.low) / 2 for row in group])
-    moving = [row for row in group if row.still_improving]
     each = ", ".join(f"{seed}: {_number(value)}" for seed, value in zip(seeds, values))
-    # a baseline is shown to work for the method only when it worked on every seed
     works = all(row.baseline_works is True for row in group) if first.baseline else first.baseline_works
+    confounds = dict.fromkeys(f"seed {seed}: {row.confound}" for seed, row in zip(seeds, group) if row.confound)
+    notes = list(dict.fromkeys(row.note for row in group if row.note))
+    note = notes[0] if len(notes) == 1 else "; ".join(f"seed {seed}: {row.note}" for seed, row in zip(seeds, group)
+                                                      if row.note)
+    curves = [row.plateau for row in group]
+    if all(isinstance(found, dict) for found in curves):
+        plateau = curve(f"{first.plateau['curve']}, mean of {len(group)} seeds",
+                        metrics.mean_curve([found["points"] for found in curves]))
+    else:  # a seed without a curve (or with a legacy slope) leaves the study without one
+        plateau = next((found for found in curves if found is not None and not isinstance(found, dict)), None)
     return dataclasses.replace(
         first, verdict="", value=mean, low=low, high=high, n_seeds=len(group), seed_values=tuple(values),
-        baseline_works=works,
+        baseline_works=works, confound="; ".join(confounds), note=note,
         ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
-        method=f"t over {len(group)} training seeds, with {first.method} nested",
-        plateau=(moving[0] if moving else first).plateau)
+        method=f"t over {len(group)} training seeds, with {first.method} nested", plateau=plateau)
 
 
 def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
@@ -843,23 +1137,53 @@ def finish_interrupted_gather(readme: Path | None = None) -> None:
     store.finish_together(_journal(), [ledger_path(), tables_path(), Path(readme or repo_root() / "README.md")])
 
 
-def counts(rows: Sequence[Claim]) -> dict[str, int]:
-    """How many findings got each verdict (definition checks and measurements are counted by :func:`tally`)."""
-    findings = [row for row in rows if row.kind == FINDING]
-    return {verdict: sum(row.verdict == verdict for row in findings) for verdict in VERDICTS}
+def counts(rows: Sequence[Claim], kind: str = FINDING) -> dict[str, int]:
+    """How many rows of ``kind`` (the papers' findings, or the reference claims) got each verdict."""
+    chosen = [row for row in rows if row.kind == kind]
+    return {verdict: sum(row.verdict == verdict for row in chosen) for verdict in VERDICTS}
+
+
+def _reasons(rows: Sequence[Claim]) -> str:
+    """Why the inconclusive findings are inconclusive, counted (a row counts once, under its first reason)."""
+    tallied: dict[str, int] = {}
+    for row in rows:
+        if row.kind != FINDING or row.verdict != "inconclusive":
+            continue
+        if row.confound:
+            reason = "confounded"
+        elif not row.check.strip():
+            reason = "no check"
+        elif row.regime:
+            reason = "another hardware regime"
+        elif row.baseline_works is False:
+            reason = "baseline not shown to work"
+        elif _beyond_paper_side(row):
+            reason = "contradicting side, stop not shown"
+        else:
+            reason = "interval straddles the paper's threshold"
+        tallied[reason] = tallied.get(reason, 0) + 1
+    return ", ".join(f"{count} {reason}" for reason, count in sorted(tallied.items(), key=lambda item: -item[1]))
 
 
 def tally(rows: Sequence[Claim]) -> str:
-    """The ledger's headline: the papers' findings by verdict, then the definition checks and the measurements."""
+    """The ledger's headline: the papers' findings by verdict (the inconclusive ones by reason), then the reference
+    claims, the definition checks and the measurements, each counted apart."""
     found = counts(rows)
     findings = sum(found.values())
+    references = counts(rows, REFERENCE)
     definitions = [row for row in rows if row.kind == DEFINITION]
     measurements = sum(row.kind == MEASUREMENT for row in rows)
     held = sum(row.verdict == "holds" for row in definitions)
-    return (f"{findings} findings of the papers: **{found['reproduced']} reproduced, {found['not reproduced']} not "
-            f"reproduced, {found['inconclusive']} inconclusive**; {len(definitions)} definition checks (the code does "
-            f"what a definition says; exact on every machine): {held} hold, {len(definitions) - held} fail; "
-            f"{measurements} measurements the papers do not compare")
+    reasons = _reasons(rows)
+    text = (f"{findings} findings of the papers: **{found['reproduced']} reproduced, {found['not reproduced']} not "
+            f"reproduced, {found['inconclusive']} inconclusive**{f' ({reasons})' if reasons else ''}")
+    if sum(references.values()):
+        text += (f"; {sum(references.values())} reference claims (another paper's, or rows the papers do not state; "
+                 f"counted apart): {references['reproduced']} reproduced, {references['not reproduced']} not "
+                 f"reproduced, {references['inconclusive']} inconclusive")
+    return (text + f"; {len(definitions)} definition checks (the code does what a definition says; exact on every "
+            f"machine): {held} hold, {len(definitions) - held} fail; {measurements} measurements the papers do not "
+            "compare")
 
 
 def headline(rows: Sequence[Claim]) -> str:
@@ -879,13 +1203,15 @@ def _claims_table(rows: Sequence[Claim]) -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         figure = f"`{row.figure}`" if row.figure else "—"
-        cells = [f"{PAPERS[row.paper]} {row.where}", row.claim, row.notebook, figure, row.paper_value, row.ours,
+        claim = (f"`{row.id}`: " if row.id else "") + row.claim + (f" ({row.note})" if row.note else "")
+        paper_value = row.paper_value + (f"; **here: {row.dataset}**" if row.dataset else "")
+        cells = [f"{PAPERS[row.paper]} {row.where}", claim, row.notebook, figure, paper_value, row.ours,
                  row.interval_text, row.kind, row.verdict_text]
         lines.append(_markdown_row(cells))
     return lines
 
 
-def render_markdown(rows: Sequence[Claim]) -> str:
+def render_markdown(rows: Sequence[Claim], changes: Sequence[dict] = ()) -> str:
     """The README's table: the headline (:func:`tally`) of the four papers' rows and one line per claim; then, in a
     block of its own with its own count, the rows of papers beyond the four (``PAPERS`` outside ``SEED_PAPERS``), so
     that they never change the four papers' headline."""
@@ -893,8 +1219,10 @@ def render_markdown(rows: Sequence[Claim]) -> str:
     beyond = [row for row in rows if row.paper not in SEED_PAPERS]
     notebooks = sorted({row.notebook for row in seed_rows})
     source = ledger_path().relative_to(ledger_path().parents[1])
+    changed = (f" {len(changes)} verdicts changed against the ledger this one replaced (listed under `changes` in "
+               f"`{source}`)." if changes else "")
     lines = [f"{len(seed_rows)} rows from notebooks {', '.join(notebooks) or '(none yet)'} at the {LEDGER_PROFILE} "
-             f"scale: {tally(seed_rows)}. Generated from `{source}`.", "", *_claims_table(seed_rows)]
+             f"scale: {tally(seed_rows)}. Generated from `{source}`.{changed}", "", *_claims_table(seed_rows)]
     if beyond:
         papers = ", ".join(dict.fromkeys(PAPERS[row.paper] for row in beyond))
         notebooks = ", ".join(sorted({row.notebook for row in beyond}))
@@ -949,9 +1277,10 @@ def _splice_tables(readme_text: str, tables: Sequence[ResultTable], path: Path) 
     return "".join(pieces) + readme_text[position:]
 
 
-def render_readme(readme_text: str, rows: Sequence[Claim], tables: Sequence[ResultTable], path: Path) -> str:
+def render_readme(readme_text: str, rows: Sequence[Claim], tables: Sequence[ResultTable], path: Path,
+                  changes: Sequence[dict] = ()) -> str:
     """The README with its claims table and every result table regenerated."""
-    return _splice_tables(_splice(readme_text, render_markdown(rows), path), tables, path)
+    return _splice_tables(_splice(readme_text, render_markdown(rows, changes), path), tables, path)
 
 
 def readme_is_current(path: Path | None = None) -> bool:
@@ -963,7 +1292,27 @@ def readme_is_current(path: Path | None = None) -> bool:
     ledger = ledger_path()
     rows = read_rows(ledger) if ledger.exists() else []
     text = path.read_text()
-    return render_readme(text, rows, read_tables(), path) == text
+    return render_readme(text, rows, read_tables(), path, read_changes(ledger)) == text
+
+
+def undeclared_rows(path: Path | None = None) -> list[str]:
+    """The committed ledger's rows whose id is not declared in any paper's claims table, or whose declared fields
+    (kind, check, direction, threshold, margin, dataset, regime) differ from the declaration."""
+    path = Path(path or ledger_path())
+    if not path.exists():
+        return []
+    declared = declared_claims()
+    problems = []
+    for row in read_rows(path):
+        entry = declared.get(row.id)
+        if entry is None:
+            problems.append(f"notebook {row.notebook}: {row.id or row.quantity or row.claim!r} is not declared")
+            continue
+        differs = [name for name in ("kind", "check", "direction", "threshold", "margin", "dataset", "regime",
+                                     "notebook", "paper") if getattr(row, name) != getattr(entry, name)]
+        if differs:
+            problems.append(f"{row.id}: {', '.join(differs)} differ from its declaration")
+    return problems
 
 
 def provenance_problems(path: Path | None = None) -> list[str]:
@@ -1001,7 +1350,13 @@ def main(argv: list[str] | None = None) -> int:
     problems = provenance_problems()
     for problem in problems:
         print(f"provenance: {problem}")
-    return 0 if current and not problems else 1
+    absent = missing_checks()
+    for problem in absent:
+        print(f"check names no existing test: {problem}")
+    undeclared = undeclared_rows()
+    for problem in undeclared:
+        print(f"ledger row without a declared claim: {problem}")
+    return 0 if current and not problems and not absent and not undeclared else 1
 
 
 if __name__ == "__main__":

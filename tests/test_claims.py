@@ -8,10 +8,22 @@ import pytest
 
 from helpers import claims, metrics
 
+CHECK = "tests/papers/openltg/test_openltg_mechanism.py::test_ltd_schedule"
 ROW = dict(notebook="05", paper="002", where="Table 6", claim="LTD cuts repetition", paper_value="17.80 -> 0.73",
-           ours="40.6 -> 12.5", low=-40.0, high=-10.0, method="bootstrap over 32 prompts", n=32, direction=-1)
+           ours="40.6 -> 12.5", low=-40.0, high=-10.0, method="bootstrap over 32 prompts", n=32, direction=-1,
+           check=CHECK)
 DEFINITION = dict(ROW, low=None, high=None, method=claims.EXACT, n=None, kind=claims.DEFINITION, holds=True,
-                  direction=1)
+                  direction=1, check="")
+
+
+def _rising(steps=100, every=5, per_step=0.03, start=0.0):
+    """A held-out curve rising ``per_step`` a step from ``start``, evaluated every ``every`` steps (no noise)."""
+    return claims.curve("held-out accuracy", [(step, start + per_step * step) for step in range(0, steps + 1, every)])
+
+
+def _flat(steps=100, every=5, gain=60.0):
+    """A held-out curve that gained ``gain`` in its first steps and is flat over its last half (no noise)."""
+    return claims.curve("held-out accuracy", [(step, 0.0 if step == 0 else gain) for step in range(0, steps + 1, every)])
 
 
 def _verdict(**change) -> str:
@@ -21,11 +33,25 @@ def _verdict(**change) -> str:
 def test_the_verdict_is_computed_from_the_interval_and_the_papers_direction():
     assert _verdict() == "reproduced"  # wholly below 0, the paper's side
     assert _verdict(low=-5.0, high=3.0) == "inconclusive"  # straddles
-    assert _verdict(low=2.0, high=5.0) == "inconclusive"  # the other side, and no check names a bug ruled out
-    assert _verdict(low=2.0, high=5.0, check="the public code's rule on the same inputs") == "not reproduced"
+    assert _verdict(low=2.0, high=5.0) == "not reproduced"  # the other side, with a check
     assert _verdict(direction=1, low=0.1, high=0.5) == "reproduced"
     assert _verdict(direction=1, low=0.0, high=0.3) == "inconclusive"  # touching 0 is not "above"
     assert _verdict(direction=-1, low=0.9, high=1.05, threshold=1.1) == "reproduced"  # "at most 1.1x"
+
+
+def test_neither_verdict_without_a_check_and_the_row_says_so():
+    assert _verdict(check="") == "inconclusive"  # wholly on the paper's side, but nothing rules out our bug
+    against = claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "check": ""})
+    assert against.verdict == "inconclusive" and "no check" in against.verdict_text
+
+
+@pytest.mark.parametrize("check", ["the public code's rule on the same inputs", "tests/test_x.py", "test_x.py::test_a",
+                                   "tests/test_x.py::helper name"])
+def test_a_check_is_a_pytest_node_id(check):
+    with pytest.raises(ValueError, match="pytest node id"):
+        claims.Claim(**{**ROW, "check": check})
+    ok = "tests/test_x.py::test_a tests/papers/y/test_y.py::TestY::test_b[3-x]"
+    assert claims.check_ids(ok) == ok.split()
 
 
 def test_a_typed_verdict_must_follow_from_the_interval():
@@ -33,7 +59,7 @@ def test_a_typed_verdict_must_follow_from_the_interval():
     with pytest.raises(ValueError, match="does not follow from the row.*gives 'reproduced'"):
         claims.Claim(**{**ROW, "verdict": "inconclusive"})
     with pytest.raises(ValueError, match="does not follow"):
-        claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "verdict": "not reproduced"})  # no check
+        claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "check": "", "verdict": "not reproduced"})  # no check
 
 
 def test_the_papers_value_inside_our_interval_is_not_a_reproduction():
@@ -47,20 +73,33 @@ def test_the_papers_value_inside_our_interval_is_not_a_reproduction():
 
 
 def test_a_matches_claim_is_not_reproduced_only_outside_its_margin():
-    matches = dict(margin=2.0, margin_source="paper: §3.5 'comparable'", check="exit layers counted as the paper")
+    matches = dict(margin=2.0, margin_source="paper: §3.5 'comparable'")
     assert _verdict(**matches, low=-1.0, high=1.5) == "reproduced"
     assert _verdict(**matches, low=-3.0, high=1.0) == "inconclusive"
     assert _verdict(**matches, low=-9.0, high=-2.5) == "not reproduced"
 
 
-def test_a_trained_row_is_not_reproduced_only_once_training_stopped_improving():
-    against = dict(low=2.0, high=5.0, check="the probe moves with training", trained=True)
-    assert _verdict(**against) == "inconclusive"  # no plateau measured
-    rising = claims.Claim(**{**ROW, **against, "plateau": (0.8, 0.3, 1.3, 100)})
-    assert rising.verdict == "inconclusive" and "still improving at 100 steps" in rising.verdict_text
+def test_a_trained_row_is_not_reproduced_only_once_training_is_shown_to_have_stopped():
+    against = dict(low=2.0, high=5.0, trained=True)
     unmeasured = claims.Claim(**{**ROW, **against})
-    assert "no held-out curve recorded" in unmeasured.verdict_text and "still improving" not in unmeasured.verdict_text
-    assert _verdict(**against, plateau=(0.1, -0.2, 0.4, 100)) == "not reproduced"
+    assert unmeasured.verdict == "inconclusive" and "no held-out curve recorded" in unmeasured.verdict_text
+    assert "wholly on the contradicting side, but" in unmeasured.verdict_text
+    rising = claims.Claim(**{**ROW, **against, "plateau": _rising()})
+    assert rising.verdict == "inconclusive" and "still improving at 100 steps" in rising.verdict_text
+    assert _verdict(**against, plateau=_flat()) == "not reproduced"
+    sparse = claims.Claim(**{**ROW, **against, "plateau": _flat(every=25)})  # 3 evaluations in the last half
+    assert sparse.verdict == "inconclusive" and "needs 6" in sparse.verdict_text
+    # a slope recorded before the equivalence test ("its interval holds 0") never shows a stop
+    legacy = claims.Claim(**{**ROW, **against, "plateau": (0.1, -0.2, 0.4, 100)})
+    assert legacy.verdict == "inconclusive" and "recorded as a slope only" in legacy.verdict_text
+
+
+def test_the_contradicting_side_names_every_missing_condition():
+    row = claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "trained": True, "plateau": _rising()})
+    assert row.missing_for_not_reproduced() == [row.budget_text]
+    regime = claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "regime": "a GPU ratio measured on a CPU"})
+    assert regime.verdict == "inconclusive" and "another regime" in regime.verdict_text
+    assert _verdict(regime="a GPU ratio measured on a CPU") == "inconclusive"  # it decides neither way
 
 
 def test_definition_checks_hold_or_fail_and_measurements_stay_inconclusive():
@@ -75,13 +114,14 @@ def test_definition_checks_hold_or_fail_and_measurements_stay_inconclusive():
         claims.Claim(**{**ROW, "kind": claims.MEASUREMENT})
 
 
-def test_a_method_is_not_reproduced_against_a_baseline_that_does_not_work():
+def test_a_comparison_against_a_baseline_that_does_not_work_decides_nothing():
     beats = dict(direction=1, low=30.0, high=50.0, baseline="full unmasking")
     with pytest.raises(ValueError, match="baseline_works"):
         claims.Claim(**{**ROW, **beats})
     assert _verdict(**beats, baseline_works=True) == "reproduced"
     broken = claims.Claim(**{**ROW, **beats, "baseline_works": False})  # it scored below the plain decoder
     assert broken.verdict == "inconclusive" and "not shown to work" in broken.verdict_text
+    assert _verdict(direction=1, low=-50.0, high=-30.0, baseline="full unmasking", baseline_works=False) == "inconclusive"
 
 
 def test_a_confounded_finding_is_inconclusive_and_says_why():
@@ -162,6 +202,9 @@ def _workbook(tmp_path, monkeypatch, readme_tail=""):
     (tmp_path / "README.md").write_text(f"# t\n\n{claims.README_BEGIN}\nold\n{claims.README_END}\n{readme_tail}\nafter\n")
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     monkeypatch.chdir(tmp_path)
+    # the synthetic rows here are no paper's declared claims; the declarations are checked on the real ledger
+    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
+    monkeypatch.setattr(claims, "missing_checks", lambda declared=None, root=None: [])
     return tmp_path / "README.md"
 
 
@@ -383,7 +426,7 @@ def test_a_summary_rerun_after_the_parameters_changed_is_refused(tmp_path, monke
 # --- the seed study
 
 TRAINED = dict(ROW, notebook="02", paper="000", direction=1, low=1.0, high=3.0, value=2.0, trained=True, quantity="gain",
-               plateau=(0.0, -1.0, 1.0, 8))
+               plateau=_flat())
 
 
 def _seeds(values, half=1.0, **change):
@@ -492,3 +535,113 @@ def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tm
     assert claims.read_rows(claims.ledger_path()) == study  # compared, not written
     with pytest.raises(claims.ProvenanceError, match="computed under other cpu-profile settings"):
         claims.gather()  # the ledger refuses the bf16 run
+
+
+def test_a_study_joins_seeds_by_id_and_recomputes_what_each_seed_says():
+    seeds = _seeds([2.0, 2.5, 3.0], id="mntp.test.gain", note="step-0 accuracy 5.1")
+    seeds[1][0] = dataclasses.replace(seeds[1][0], quantity="renamed", claim="reworded", confound="seed 1 repeats more",
+                                      note="step-0 accuracy 4.9", verdict="")
+    combined = claims.combine_seeds(seeds)[0]  # joined by id although the texts differ
+    assert combined.n_seeds == 3 and combined.confound == "seed 1: seed 1 repeats more"
+    assert combined.verdict == "inconclusive" and "seed 0: step-0 accuracy 5.1" in combined.note
+
+
+def test_a_study_judges_the_seed_mean_curve():
+    flat = claims.combine_seeds(_seeds([2.0, 2.5, 3.0]))[0]
+    assert flat.plateau["curve"].endswith("mean of 3 seeds") and not flat.still_improving
+    moving = claims.combine_seeds(_seeds([2.0, 2.5, 3.0], plateau=_rising()))[0]
+    assert moving.still_improving
+    missing = _seeds([2.0, 2.5, 3.0])
+    missing[1][0] = dataclasses.replace(missing[1][0], plateau=None, verdict="")
+    assert claims.combine_seeds(missing)[0].still_improving  # one seed without a curve: no curve for the study
+
+
+DECLARED = dict(id="openltg.table6.lr5.no_ltd", notebook="05", paper="002", where="Table 6", says="LTD cuts repetition",
+                paper_value="17.80 -> 0.73", quantity="LR-5 gain", direction=-1, check=CHECK)
+
+
+def test_a_declared_claim_joins_its_measurement_into_the_row():
+    declared = claims.Declared(**DECLARED, dataset="Austen passages, not WritingPrompts")
+    row = declared.measured(-20.0, -40.0, -10.0, "bootstrap over 32 prompts", 32, fmt="{:.1f}", note="at T = 8")
+    assert (row.id, row.claim, row.check, row.ours, row.note) == (declared.id, "LTD cuts repetition", CHECK, "-20.0",
+                                                                   "at T = 8")
+    assert row.verdict == "reproduced" and row.dataset.startswith("Austen")
+    assert "**here: Austen passages" in claims.render_markdown([row])
+    exact = claims.Declared(**{**DECLARED, "kind": claims.DEFINITION, "check": ""}).measured(
+        None, None, None, claims.EXACT, None, holds=True, ours="16 vs 10")
+    assert exact.verdict == "holds"
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"id": "Table6"}, "id="), ({"check": "a free-text check"}, "pytest node id"),
+    ({"baseline": "MNTP"}, "baseline_must_beat"),
+    ({"baseline": "MNTP", "baseline_must_beat": "the untrained step 0"}, "never certifies"),
+    ({"baseline": "the MLM", "baseline_must_beat": "the label prior"}, "never certifies"),
+    ({"paper_value": "not reported"}, "reference claim"), ({"kind": "maybe"}, "kind=")])
+def test_a_declaration_names_what_is_wrong(change, match):
+    with pytest.raises(ValueError, match=match):
+        claims.Declared(**{**DECLARED, **change})
+    with pytest.raises(ValueError, match="declared twice"):
+        claims.declare(claims.Declared(**DECLARED), claims.Declared(**DECLARED))
+
+
+def test_a_baseline_declaration_needs_its_measured_standing():
+    declared = claims.Declared(**DECLARED, baseline="MNTP", baseline_must_beat="the causal base (Table 1)")
+    with pytest.raises(ValueError, match="baseline_works="):
+        declared.measured(-20.0, -40.0, -10.0, "bootstrap", 32)
+    assert declared.measured(-20.0, -40.0, -10.0, "bootstrap", 32, baseline_works=False).verdict == "inconclusive"
+
+
+def test_missing_checks_names_every_check_without_a_test(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("def test_one():\n    assert True\n\n\nclass TestB:\n"
+                                                 "    def test_two(self):\n        assert True\n\n\ndef helper():\n"
+                                                 "    pass\n")
+    ok = "tests/test_a.py::test_one tests/test_a.py::TestB::test_two tests/test_a.py::test_one[x-1]"
+    declared = claims.declare(
+        claims.Declared(**{**DECLARED, "check": ok}),
+        claims.Declared(**{**DECLARED, "id": "openltg.x.gone", "check": "tests/test_a.py::test_gone"}),
+        claims.Declared(**{**DECLARED, "id": "openltg.x.file", "check": "tests/test_b.py::test_one"}))
+    assert claims.missing_checks(declared, tmp_path) == ["openltg.x.file: tests/test_b.py::test_one",
+                                                         "openltg.x.gone: tests/test_a.py::test_gone"]
+
+
+def test_every_declared_check_names_an_existing_test_and_ids_are_unique():
+    declared = claims.declared_claims()  # raises on an id declared twice
+    assert declared and claims.missing_checks(declared) == []
+    for entry in declared.values():
+        if entry.kind == claims.FINDING:
+            assert entry.check, f"{entry.id}: a finding without a check can reach neither verdict"
+
+
+def test_verdict_changes_are_listed_against_the_previous_ledger():
+    before = [claims.Claim(**{**ROW, "quantity": "LR-5 gain"})]
+    after = [claims.Claim(**{**ROW, "quantity": "LR-5 gain", "id": "openltg.table6.lr5.no_ltd", "check": ""})]
+    assert claims.verdict_changes(before, after) == [{"id": "openltg.table6.lr5.no_ltd", "from": "reproduced",
+                                                      "to": "inconclusive"}]
+    text = claims.render_markdown(after, claims.verdict_changes(before, after))
+    assert "1 verdicts changed against the ledger this one replaced" in text.splitlines()[0]
+
+
+CURVE_PACKAGES = ("mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")
+
+
+def test_most_findings_of_the_four_papers_can_reach_either_verdict():
+    """At the cpu profile, at least 90% of the four papers' findings have a check, no other hardware regime, and, if
+    trained, a held-out curve with enough evaluations in its window for the equivalence test."""
+    import importlib
+
+    from helpers import profiles
+
+    cpu = profiles.get("cpu")
+    points = {}
+    for package in CURVE_PACKAGES:
+        points.update(importlib.import_module(f"helpers.papers.{package}.settings").curve_points(cpu))
+    findings = [entry for entry in claims.declared_claims().values()
+                if entry.kind == claims.FINDING and entry.paper in claims.SEED_PAPERS]
+    able = [entry.id for entry in findings if entry.reaches_either_verdict(points)]
+    unable = sorted(entry.id for entry in findings if entry.id not in able)
+    assert len(able) >= 0.9 * len(findings), f"{len(able)} of {len(findings)} can reach either verdict; not: {unable}"
+    for entry in findings:
+        if entry.trained and entry.curve:
+            assert entry.curve in points, f"{entry.id}: its curve {entry.curve!r} has no evaluation count"

@@ -17,7 +17,8 @@ cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as
 from . import experiment, figures, mechanism, report, settings
 from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD, TRUTH_ROW, BlockProof,
                          FineTuned, FineTuneKey, Generations, LikelihoodStudy, accuracy_difference, anatomy, anatomy_rows,
-                         block_mask_identities, cache_matches, cache_speed, fine_tune, generate, heldout_blocks,
+                         block_mask_identities, cache_matches, cache_speed, fine_tune, fine_tune_heldout_curve, generate,
+                         heldout_blocks, heldout_diffusion_batches, heldout_diffusion_loss,
                          human_continuations, likelihood_study, log_ppl_difference, mask_predict_matches,
                          notebook02_eval_batches, reachability_proof, row_hits, sampler_rows, score, speed_ratios,
                          steps_row, story_prompts)
@@ -25,9 +26,9 @@ from .figures import (anatomy_figure, block_masks_figure, commit_map_figure, lik
                       sampler_view, samplers_figure, steps_figure)
 from .mechanism import (BoundSamples, Sampled, SamplerConfig, Step, causal_nll, diffusion_batch, diffusion_bound,
                         diffusion_loss, mask_predict_config, sample, unmasked_after)
-from .report import (PAPER, claims, describe_blocks, describe_fine_tune, describe_mask_predict, describe_masks,
+from .report import (CLAIMS, NAMES, PAPER, claims, describe_blocks, describe_fine_tune, describe_mask_predict, describe_masks,
                      describe_remasking, describe_steps, sampler_table, settings_table)
-from .settings import SETTINGS, DiffusionSettings
+from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings, curve_points
 
 CITATIONS = {
     "LLaDA": dict(title="Large Language Diffusion Models",
@@ -46,13 +47,14 @@ CITATIONS = {
 }
 CITATION = {**CITATIONS["LLaDA"], "also": [CITATIONS[name] for name in ("MDLM", "BD3-LM", "Fast-dLLM")]}
 
-__all__ = ["BLOCK_CAUSAL", "CITATION", "CITATIONS", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
+__all__ = ["BLOCK_CAUSAL", "CITATION", "CITATIONS", "CLAIMS", "FINE_TUNE_HELDOUT_CURVE", "NAMES", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
            "SETTINGS", "THRESHOLD", "TRUTH_ROW", "BlockProof", "BoundSamples", "DiffusionSettings", "FineTuneKey",
            "FineTuned", "Generations", "LikelihoodStudy", "Sampled", "SamplerConfig", "Step", "accuracy_difference",
            "anatomy", "anatomy_figure", "anatomy_rows", "block_mask_identities", "block_masks_figure", "cache_matches",
-           "cache_speed", "causal_nll", "claims", "commit_map_figure", "describe_blocks", "describe_fine_tune",
+           "cache_speed", "causal_nll", "claims", "curve_points", "commit_map_figure", "describe_blocks", "describe_fine_tune",
            "describe_mask_predict", "describe_masks", "describe_remasking", "describe_steps", "diffusion_batch",
-           "diffusion_bound", "diffusion_loss", "experiment", "figures", "fine_tune", "generate", "heldout_blocks",
+           "diffusion_bound", "diffusion_loss", "experiment", "figures", "fine_tune", "fine_tune_heldout_curve", "generate", "heldout_blocks",
+           "heldout_diffusion_batches", "heldout_diffusion_loss",
            "human_continuations", "likelihood_figure", "likelihood_study", "log_ppl_difference", "mask_predict_config",
            "mask_predict_matches", "mechanism", "notebook02_eval_batches", "proof_figure", "reachability_proof",
            "report", "row_hits", "sample", "sampler_rows", "sampler_table", "sampler_view", "samplers_figure", "score",

@@ -35,7 +35,7 @@ from ...masked_lm import MaskedLM, MNTPDecoder
 from ..openltg import experiment as openltg_experiment, experiment_table6 as openltg_table6
 from . import mechanism
 from .mechanism import SamplerConfig
-from .settings import DiffusionSettings
+from .settings import FINE_TUNE_HELDOUT_CURVE, DiffusionSettings  # noqa: F401 (the curve's name, re-exported)
 
 LOW_CONFIDENCE = "LLaDA low-confidence"
 RANDOM = "LLaDA random"
@@ -46,7 +46,9 @@ THRESHOLD = "Fast-dLLM threshold"
 TRUTH_ROW = openltg_experiment.TRUTH_ROW
 LR_N = 5  # LR-5, notebook 05's WP setting
 FINE_TUNE_RUN = "07_diffusion_fine_tune"
-FINE_TUNE_VERSION = 1  # bump when the fine-tune's recipe changes what its run folder holds
+FINE_TUNE_VERSION = 2  # bump when the fine-tune's recipe changes what its run folder holds (2: held-out evaluations)
+FINE_TUNE_HELDOUT_KEY = "eval_diffusion_loss"  # the fine-tune's held-out LLaDA Eq. 3 loss, logged at every evaluation
+HELDOUT_MASK_SEED = 0  # the held-out masks are drawn once, the same for every evaluation, seed and profile
 
 story_prompts = openltg_experiment.story_prompts
 evaluate_generations = openltg_table6.evaluate_generations
@@ -239,6 +241,8 @@ class FineTuneKey:
     lora: training.LoraSettings
     seed: int
     dtype: str  # the weights' dtype (models.weight_dtype_name)
+    eval_every: int = 0  # the held-out curve's cadence and size (they change the run's metrics, not its weights)
+    eval_blocks: int = 0
     version: int = FINE_TUNE_VERSION
 
     @classmethod
@@ -248,17 +252,59 @@ class FineTuneKey:
         return cls(profile=profile.name, parent=parent, corpus=profile.corpus, steps=settings.fine_tune_steps,
                    batch_size=settings.fine_tune_batch, seq_len=settings.fine_tune_seq_len, lr=settings.fine_tune_lr,
                    train_blocks=settings.fine_tune_blocks, eps=mechanism.TIME_EPSILON,
-                   lora=training.lora_settings(profile), seed=settings.seed, dtype=models.weight_dtype_name(profile))
+                   lora=training.lora_settings(profile), seed=settings.seed, dtype=models.weight_dtype_name(profile),
+                   eval_every=settings.fine_tune_eval_every, eval_blocks=settings.fine_tune_eval_blocks)
 
 
 @dataclass
 class FineTuned:
-    """The fine-tuned masked LM (merged), the run's metric records and where they are."""
+    """The fine-tuned masked LM (merged), the run's training records (one per step, its loss), its held-out
+    evaluations (:data:`FINE_TUNE_HELDOUT_KEY` at step 0, every ``fine_tune_eval_every`` steps and the last) and
+    where they are."""
 
     backend: MNTPDecoder
     records: list[dict]
     key: FineTuneKey
     path: Path
+    evaluations: list[dict] = field(default_factory=list)
+
+    @property
+    def heldout_curve(self) -> list[tuple[int, float]]:
+        """:func:`fine_tune_heldout_curve` of this run's evaluations."""
+        return fine_tune_heldout_curve(self.evaluations)
+
+
+def fine_tune_heldout_curve(records: Sequence[dict]) -> list[tuple[int, float]]:
+    """The fine-tune's held-out curve, oriented so that training raises it: ``(step, -loss)`` of the held-out LLaDA
+    Eq. 3 loss at every evaluation (:data:`FINE_TUNE_HELDOUT_CURVE`)."""
+    return [(step, -value) for step, value in metrics.curve_points(records, FINE_TUNE_HELDOUT_KEY)]
+
+
+def heldout_diffusion_batches(backend: MaskedLM, profile, settings: DiffusionSettings) -> list[dict]:
+    """The fine-tune's held-out batches: ``fine_tune_eval_blocks`` validation blocks of ``fine_tune_seq_len`` tokens,
+    masked once by LLaDA's forward process (:func:`.mechanism.diffusion_batch`, antithetic ratios) from a fixed seed,
+    in batches of ``fine_tune_batch``; every evaluation scores the same masks."""
+    tokenizer = backend.tokenizer
+    blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
+                               settings.fine_tune_seq_len, max_blocks=settings.fine_tune_eval_blocks)
+    batches = []
+    for index, first in enumerate(range(0, len(blocks), settings.fine_tune_batch)):
+        rows = blocks[first:first + settings.fine_tune_batch]
+        generator = O.seeded_generator(HELDOUT_MASK_SEED, index, 0)
+        batches.append(mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
+                                                 special_ids=tokenizer.all_special_ids, generator=generator))
+    return batches
+
+
+def heldout_diffusion_loss(model, batches: Sequence[dict]) -> float:
+    """The mean LLaDA Eq. 3 loss (:func:`.mechanism.diffusion_loss`) over the held-out batches, weighted by rows."""
+    device = next(model.parameters()).device
+    total = rows = 0.0
+    for batch in batches:
+        count = len(batch["input_ids"])
+        total += float(mechanism.diffusion_loss(model, O.to_device(batch, device))["loss"]) * count
+        rows += count
+    return total / rows
 
 
 def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, progress: bool = True) -> FineTuned:
@@ -287,15 +333,20 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
                                               special_ids=tokenizer.all_special_ids, generator=generator)
             return O.to_device(batch, device)
 
+        heldout = heldout_diffusion_batches(backend, profile, settings)
         config = training.TrainConfig(steps=settings.fine_tune_steps, batch_size=settings.fine_tune_batch,
-                                      lr=settings.fine_tune_lr, eval_every=0, seed=settings.seed)
+                                      lr=settings.fine_tune_lr, eval_every=settings.fine_tune_eval_every,
+                                      seed=settings.seed)
         records = training.train(tuned, batch_for=batch_for, loss_fn=mechanism.diffusion_loss, config=config,
-                                 run_dir=run.path, settings={"key": key}, progress=progress)
+                                 run_dir=run.path, settings={"key": key}, progress=progress,
+                                 evaluate=lambda model: {FINE_TUNE_HELDOUT_KEY: heldout_diffusion_loss(model, heldout)})
         training.save_adapter(tuned, adapter, store.canonical_settings(key))
-        run.finish({"steps": settings.fine_tune_steps, "last_loss": records[-1]["loss"]})
+        run.finish({"steps": settings.fine_tune_steps,
+                    "last_loss": [record for record in records if "loss" in record][-1]["loss"]})
     merged = tuned.merge_and_unload().eval().requires_grad_(False)
     return FineTuned(MNTPDecoder(merged, backend.tokenizer, backend.mask_id, name=f"{backend.name} + diffusion fine-tune"),
-                     records, key, run.path)
+                     [record for record in records if "loss" in record], key, run.path,
+                     [record for record in records if FINE_TUNE_HELDOUT_KEY in record])
 
 
 # --------------------------------------------------------------------------- the bound and the accuracies

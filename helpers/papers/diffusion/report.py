@@ -12,12 +12,12 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ... import metrics
-from ...claims import DEFINITION, MEASUREMENT, Claim
+from ... import claims as ledger
+from ... import metrics, training
 from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, LR_N, MASK_PREDICT, RANDOM, SEMI_AR, TRUTH_ROW, BlockProof,
                          LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
                          paired_metric_difference, speed_ratios, steps_row)
-from .settings import DiffusionSettings
+from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings
 
 PAPER = {
     # LLaDA App. B.3, Table 6 (GSM8K accuracy; answer length 512, 256 steps, semi-AR blocks of 32).
@@ -33,10 +33,7 @@ PAPER = {
                          "+Cache+Parallel": (78.5, 54.4, 8.1)},
 }
 BD3_TIGHTNESS = "The NELBO is tight for L' = 1 but becomes a looser approximation of the true NLL for L' → L"
-SAMPLER_CHECK = ("the sampler equals, token for token, a reference written from LLaDA's Algorithm 5 (greedy, one block "
-                 "and semi-AR blocks) and notebook 05's mask-predict on the same seeds "
-                 "(tests/papers/diffusion/test_diffusion_mechanism.py)")
-_COMMON = dict(notebook="07")
+NAMES = ("MNTP (notebook 02)", "MNTP + diffusion fine-tune")  # the two adapters the fine-tune rows compare
 
 
 def settings_table(settings: DiffusionSettings):
@@ -146,161 +143,252 @@ def describe_fine_tune(study: LikelihoodStudy, accuracy: dict, names: tuple[str,
 
 # --------------------------------------------------------------------------- the claims
 
-def _difference(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, method: str, sign: int,
-                *, check: str = SAMPLER_CHECK, figure: str = "", quantity: str = "", **extra) -> Claim:
-    """A comparison row; it rests on training (notebook 02's adapter, and the fine-tune where it enters), so it
-    carries its point estimate for a seed study."""
-    value, low, high = found
-    return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
-                 high=high, method=method, n=n, direction=sign, check=check, figure=figure, quantity=quantity,
-                 trained=True, value=value, **extra)
+_MECHANISM = "tests/papers/diffusion/test_diffusion_mechanism.py"
+_EXPERIMENT = "tests/papers/diffusion/test_diffusion_experiment.py"
+# The samplers against references on the same inputs: a port of LLaDA's Algorithm 5 (greedy; one block and semi-AR
+# blocks) and notebook 05's mask-predict, token for token on the same seeds.
+ALGORITHM5 = f"{_MECHANISM}::test_greedy_low_confidence_equals_llada_algorithm5"
+SAMPLER_CHECK = f"{ALGORITHM5} {_MECHANISM}::test_mask_predict_is_one_configuration"
+CACHE_CHECK = f"{_MECHANISM}::test_block_causal_cache_equals_recomputing_the_whole_sequence"
+OBJECTIVE_CHECK = (f"{_MECHANISM}::test_diffusion_loss_is_llada_eq3_with_the_shift "
+                   f"{_MECHANISM}::test_the_bound_is_unbiased_where_it_must_be_exact")
+_CPU = SETTINGS["cpu"]  # the sizes the committed ledger is measured at: they name the step rows' quantities
+_FEWEST = min(_CPU.step_grid)
+_JUDGE = "judge NLL per token (log PPL)"
+_STORIES = ("continuations of notebook 05's held-out story prompts (the profile's corpus: Jane Austen at cpu) scored "
+            "by the causal judge's perplexity, not GSM8K accuracy")
+_BLOCKS = "held-out blocks of the profile's corpus (Jane Austen at cpu), not C4"
+_TABLE6 = PAPER["llada_table6"]["Base"]
+_FAST = PAPER["fast_dllm_table1"]
+_C4, _GLUE = PAPER["mdlm_c4"], PAPER["mdlm_glue"]
 
 
-def _equivalence(paper: str, where: str, claim: str, paper_value: str, ours: str, found, n: int, margin: float,
-                 figure: str, quantity: str, confound: str = "") -> Claim:
-    value, low, high = found
-    return Claim(**_COMMON, paper=paper, where=where, claim=claim, paper_value=paper_value, ours=ours, low=low,
-                 high=high, method=f"paired bootstrap over {n} prompts", n=n, margin=margin, check=SAMPLER_CHECK,
-                 trained=True, value=value,
-                 margin_source=f"ours: ±{margin:g} nats per token of the judge (about "
-                               f"±{100 * (np.exp(margin) - 1):.0f} % perplexity), fixed before the run", figure=figure,
-                 quantity=quantity, confound=confound)
+def _equivalence_margin_source(margin: float) -> str:
+    return (f"ours: ±{margin:g} nats per token of the judge (about ±{100 * (np.exp(margin) - 1):.0f} % perplexity), "
+            "fixed before the run")
+
+
+_ON_ADAPTER = dict(trained=True, curve=training.MNTP_HELDOUT_CURVE)  # rows resting on notebook 02's adapter alone
+_ON_FINE_TUNE = dict(trained=True, curve=FINE_TUNE_HELDOUT_CURVE)  # rows resting on this notebook's fine-tune
+
+CLAIMS = ledger.declare(
+    # --- definition checks
+    ledger.Declared(
+        "diffusion.bd3lm.block_causal_mask", "07", "BD3-LM", "§3.1, Suppl. B.6",
+        says="block-causal attention is causal across blocks and bidirectional within one; B = N is notebook 05's "
+             "mask, B = 1 MAGNET's one-span mask; on the model a token reaches exactly the states the mask connects, "
+             "at every layer",
+        paper_value="definition", quantity="block-causal mask identities and its reach on the model, layer by layer",
+        kind=ledger.DEFINITION,
+        check=f"{_EXPERIMENT}::test_block_mask_identities_hold "
+              f"{_EXPERIMENT}::test_reachability_proof_on_a_model_matches_the_mask",
+        figure="figures/07_block_masks.png"),
+    ledger.Declared(
+        "diffusion.bd3lm.block_cache_exact", "07", "BD3-LM", "§3 (KV cache of finished blocks)",
+        says="under block-causal attention, caching each finished block's keys and values once gives the tokens of "
+             "recomputing the whole sequence at every step",
+        paper_value="exact cache", quantity="tokens with the block cache == tokens recomputing every step",
+        kind=ledger.DEFINITION, check=CACHE_CHECK),
+    ledger.Declared(
+        "diffusion.openltg.mask_predict_in_family", "07", "002", "§3.1 (mask-predict as a masked-diffusion sampler)",
+        says="notebook 05's mask-predict with LTD is one configuration of the sampler family (re-mask committed "
+             "tokens, mask-predict's schedule, tempered confidence)",
+        paper_value="same algorithm", quantity="tokens of mask_predict_config == tokens of notebook 05's mask_predict",
+        kind=ledger.DEFINITION, check=f"{_MECHANISM}::test_mask_predict_is_one_configuration"),
+    # --- the samplers (on notebook 02's adapter)
+    ledger.Declared(
+        "diffusion.llada.table6.low_confidence_vs_random", "07", "LLaDA", "App. B.3, Table 6",
+        says="low-confidence remasking beats random remasking at equal forward passes (one block)",
+        paper_value=f"GSM8K {_TABLE6['low-confidence']} vs {_TABLE6['random']} (8B Base)",
+        quantity=f"{_JUDGE}: low-confidence - random", direction=-1,
+        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_low_confidence_commits_the_highest_scores_among_the_masked_positions "
+              f"{_MECHANISM}::test_random_remasking_ignores_the_logits",
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+    ledger.Declared(
+        "diffusion.llada.fig5.fewer_steps_worse", "07", "LLaDA", "App. B.6, Fig. 5; Table 7",
+        says="fewer steps give worse text (low-confidence remasking)",
+        paper_value="accuracy rises as the steps grow to the answer length (GSM8K, HumanEval)",
+        quantity=f"{_JUDGE}: T={_FEWEST} - T={_CPU.steps}", direction=1,
+        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_schedules_end_unmasked_and_follow_their_definitions",
+        figure="figures/07_steps.png", dataset=_STORIES, **_ON_ADAPTER),
+    ledger.Declared(
+        "diffusion.llada.table6.semi_ar_vs_one_block", "07", "LLaDA", "App. B.3, Table 6",
+        says="for a base model (no SFT), semi-autoregressive blocks make little difference against one block",
+        paper_value=f"GSM8K {_TABLE6['low-confidence + semi-AR']} vs {_TABLE6['low-confidence']} (8B Base)",
+        quantity=f"{_JUDGE}: semi-AR - one block", margin=_CPU.equivalence_margin,
+        margin_source=_equivalence_margin_source(_CPU.equivalence_margin),
+        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_semi_autoregressive_blocks_finish_before_the_next_one_starts",
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+    ledger.Declared(
+        "diffusion.fast_dllm.table1.cache_speedup", "07", "Fast-dLLM", "Table 1 (+Cache); BD3-LM §3",
+        says="a block KV cache speeds up decoding (block-causal with the exact cache against semi-AR blocks under "
+             "full attention, same T and B, batch 1)",
+        paper_value=f"{_FAST['+Cache'][2]}× ({_FAST['LLaDA'][1]} → {_FAST['+Cache'][1]} tokens/s, A100)",
+        quantity="semi-AR time / block-causal time", direction=1, threshold=1.0, check=CACHE_CHECK,
+        regime="timed at batch 1 on the run's device (a CPU at the cpu profile) with a 135M model; Fast-dLLM times "
+               "LLaDA 8B on an A100, where the cache's saving depends on what bounds the GPU's step"),
+    ledger.Declared(
+        "diffusion.fast_dllm.table1.cache_quality", "07", "Fast-dLLM", "Table 1 (+Cache)",
+        says="the block cache costs little quality (block-causal with the exact cache against semi-AR blocks under "
+             "full attention)",
+        paper_value=f"GSM8K {_FAST['LLaDA'][0]} → {_FAST['+Cache'][0]} (LLaDA-Instruct, length 256)",
+        quantity=f"{_JUDGE}: block-causal - semi-AR", margin=_CPU.equivalence_margin,
+        margin_source=_equivalence_margin_source(_CPU.equivalence_margin), check=f"{ALGORITHM5} {CACHE_CHECK}",
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+    ledger.Declared(
+        "diffusion.llada.mask_predict_vs_low_confidence", "07", "LLaDA", "§2.4 against OpenLTG §3.1",
+        says="notebook 05's mask-predict + LTD against LLaDA low-confidence at the same forward passes (neither paper "
+             "compares them)",
+        paper_value="not compared", quantity=f"{_JUDGE}: mask-predict + LTD - low-confidence", kind=ledger.MEASUREMENT,
+        direction=0, check=SAMPLER_CHECK, figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+    # --- the diffusion fine-tune of notebook 02's adapter
+    ledger.Declared(
+        "diffusion.mdlm.s5_1.bound_falls", "07", "MDLM", "§5.1",
+        says="a short diffusion fine-tune (1/t weight) lowers the likelihood bound of a fixed-ratio masked LM",
+        paper_value=f"C4 PPL bound {_C4['BERT']} → {_C4['BERT + MDLM-FT']} (AR {_C4['AR']})",
+        quantity="bound (nats/token): MNTP - MNTP + diffusion fine-tune", direction=1,
+        check=f"{OBJECTIVE_CHECK} {_EXPERIMENT}::test_the_fine_tune_trains_once_and_is_reloaded_from_its_run_folder",
+        figure="figures/07_likelihood.png", dataset=_BLOCKS, **_ON_FINE_TUNE),
+    ledger.Declared(
+        "diffusion.mdlm.table4.skill_kept", "07", "MDLM", "Table 4",
+        says=f"the diffusion fine-tune keeps the masked LM's own skill (notebook 02's held-out masked-token accuracy, "
+             f"at most {_CPU.accuracy_margin:g} points lost)",
+        paper_value=f"GLUE average {_GLUE['BERT']} → {_GLUE['BERT + MDLM-FT']}",
+        quantity="accuracy points: fine-tuned - MNTP", direction=1, threshold=-_CPU.accuracy_margin,
+        check=f"{_EXPERIMENT}::test_row_hits_sum_to_the_workbook_accuracy "
+              f"{_MECHANISM}::test_diffusion_loss_is_llada_eq3_with_the_shift",
+        dataset="notebook 02's held-out masked-token accuracy on the profile's corpus (Jane Austen at cpu), not GLUE",
+        **_ON_FINE_TUNE),
+    ledger.Declared(
+        "diffusion.bd3lm.s4_1.tight_at_block_one.mntp", "07", "BD3-LM", "§4.1",
+        says="the bound is tight at block size 1 and looser for one block over the sequence (notebook 02's MNTP "
+             "adapter)",
+        paper_value=BD3_TIGHTNESS, quantity=f"{NAMES[0]}: bound(one block) - NLL(block size 1)", direction=1,
+        check=f"{_MECHANISM}::test_at_block_size_one_the_bound_is_the_causal_nll_exactly "
+              f"{_MECHANISM}::test_the_bound_is_unbiased_where_it_must_be_exact",
+        figure="figures/07_likelihood.png", dataset=_BLOCKS, **_ON_ADAPTER),
+    ledger.Declared(
+        "diffusion.bd3lm.s4_1.tight_at_block_one.fine_tuned", "07", "BD3-LM", "§4.1",
+        says="the bound is tight at block size 1 and looser for one block over the sequence (after the diffusion "
+             "fine-tune)",
+        paper_value=BD3_TIGHTNESS, quantity=f"{NAMES[1]}: bound(one block) - NLL(block size 1)", direction=1,
+        check=f"{_MECHANISM}::test_at_block_size_one_the_bound_is_the_causal_nll_exactly "
+              f"{_MECHANISM}::test_the_bound_is_unbiased_where_it_must_be_exact",
+        figure="figures/07_likelihood.png", dataset=_BLOCKS, **_ON_FINE_TUNE),
+    ledger.Declared(
+        "diffusion.llada.s2_1.high_ratio_accuracy", "07", "LLaDA", "§2.1 (ratio t ~ U[0, 1] against a fixed one)",
+        says="masked-token accuracy at mask ratios ≥ 0.5, fine-tuned minus MNTP (trained at a fixed 20 %)",
+        paper_value="not measured", quantity="accuracy points at ratio >= 0.5", kind=ledger.MEASUREMENT, direction=0,
+        check=f"{_EXPERIMENT}::test_accuracy_by_ratio_and_high_ratio_hits_read_the_bound_samples",
+        figure="figures/07_likelihood.png", dataset=_BLOCKS, **_ON_FINE_TUNE),
+)
+
+
+def _held_out(name: str, points) -> dict | None:
+    """A trained row's ``plateau=``: the held-out curve ``name`` when its points were recorded, else None."""
+    return ledger.curve(name, points) if points else None
 
 
 def definition_claims(identities: dict[str, bool], proof: BlockProof, cache_exact: bool, mask_predict_equal: bool) -> list:
     """The three definition checks: the block-causal mask (algebra and real model), its cache, mask-predict inside the
     sampler family."""
+    def exact(claim_id: str, ours: str, holds: bool) -> ledger.Claim:
+        return CLAIMS[claim_id].measured(None, None, None, ledger.EXACT, None, ours=ours, holds=bool(holds))
+
     return [
-        Claim(**_COMMON, paper="BD3-LM", where="§3.1, Suppl. B.6", kind=DEFINITION,
-              claim="block-causal attention is causal across blocks and bidirectional within one; B = N is notebook "
-                    "05's mask, B = 1 MAGNET's one-span mask; on the model a token reaches exactly the states the mask "
-                    "connects, at every layer",
-              paper_value="definition", ours=f"identities {sum(identities.values())}/{len(identities)}; proof "
-                                             f"{'matches' if proof.matches else 'differs'}",
-              low=None, high=None, method="exact", n=None, holds=all(identities.values()) and proof.matches,
-              figure="figures/07_block_masks.png"),
-        Claim(**_COMMON, paper="BD3-LM", where="§3 (KV cache of finished blocks)", kind=DEFINITION,
-              claim="under block-causal attention, caching each finished block's keys and values once gives the tokens "
-                    "of recomputing the whole sequence at every step",
-              paper_value="exact cache", ours="same tokens" if cache_exact else "different tokens", low=None, high=None,
-              method="exact", n=None, holds=cache_exact),
-        Claim(**_COMMON, paper="002", where="§3.1 (mask-predict as a masked-diffusion sampler)", kind=DEFINITION,
-              claim="notebook 05's mask-predict with LTD is one configuration of the sampler family (re-mask committed "
-                    "tokens, mask-predict's schedule, tempered confidence)",
-              paper_value="same algorithm", ours="same tokens" if mask_predict_equal else "different tokens",
-              low=None, high=None, method="exact", n=None, holds=mask_predict_equal),
+        exact("diffusion.bd3lm.block_causal_mask", f"identities {sum(identities.values())}/{len(identities)}; proof "
+                                                   f"{'matches' if proof.matches else 'differs'}",
+              all(identities.values()) and proof.matches),
+        exact("diffusion.bd3lm.block_cache_exact", "same tokens" if cache_exact else "different tokens", cache_exact),
+        exact("diffusion.openltg.mask_predict_in_family", "same tokens" if mask_predict_equal else "different tokens",
+              mask_predict_equal),
     ]
 
 
-def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], device: str) -> list[Claim]:
+def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], device: str,
+                   mntp_curve=None) -> list[ledger.Claim]:
     """LLaDA Table 6 (remasking rule), App. B.6 (steps), App. B.3 (semi-AR for a base model), Fast-dLLM Table 1 (the
-    cache's speed and quality), and notebook 05's sampler against LLaDA's (a measurement: no paper compares them)."""
-    n, table6 = scores.n, PAPER["llada_table6"]["Base"]
+    cache's speed and quality), and notebook 05's sampler against LLaDA's (a measurement: no paper compares them).
+    ``mntp_curve``: notebook 02's held-out MNTP curve (``training.mntp_heldout_curve``), which these rows rest on."""
+    n = scores.n
     method = f"paired bootstrap over {n} prompts"
-    judge = "judge NLL per token (log PPL)"
-    fewest, margin = min(settings.step_grid), settings.equivalence_margin
-    fast = PAPER["fast_dllm_table1"]
+    fewest = min(settings.step_grid)
+    plateau = _held_out(training.MNTP_HELDOUT_CURVE, mntp_curve)
+
+    def compared(claim_id: str, first: str, second: str, note: str = "") -> ledger.Claim:
+        value, low, high = log_ppl_difference(scores, first, second)
+        return CLAIMS[claim_id].measured(value, low, high, method, n, ours=_versus(scores, first, second), note=note,
+                                         plateau=plateau, confound=_repetition_confound(scores, first, second))
+
     speed, low, high = metrics.seed_interval(ratios)
     low, high = (speed, speed) if low is None else (low, high)
     rows = [
-        _difference("LLaDA", "App. B.3, Table 6", "low-confidence remasking beats random remasking at equal forward "
-                    f"passes (T = {settings.steps}, one block)",
-                    f"GSM8K {table6['low-confidence']} vs {table6['random']} (8B Base)",
-                    _versus(scores, LOW_CONFIDENCE, RANDOM),
-                    log_ppl_difference(scores, LOW_CONFIDENCE, RANDOM), n, method, -1,
-                    figure="figures/07_samplers.png", quantity=f"{judge}: low-confidence - random",
-                    confound=_repetition_confound(scores, LOW_CONFIDENCE, RANDOM)),
-        _difference("LLaDA", "App. B.6, Fig. 5; Table 7", f"fewer steps give worse text (T = {fewest} against "
-                    f"T = {settings.steps}, low-confidence)",
-                    "accuracy rises as the steps grow to the answer length (GSM8K, HumanEval)",
-                    _versus(scores, steps_row(fewest), LOW_CONFIDENCE),
-                    log_ppl_difference(scores, steps_row(fewest), LOW_CONFIDENCE), n, method, 1,
-                    figure="figures/07_steps.png", quantity=f"{judge}: T={fewest} - T={settings.steps}",
-                    confound=_repetition_confound(scores, steps_row(fewest), LOW_CONFIDENCE)),
-        _equivalence("LLaDA", "App. B.3, Table 6", f"for a base model (no SFT), semi-autoregressive blocks (B = "
-                     f"{settings.block_length}) make little difference against one block",
-                     f"GSM8K {table6['low-confidence + semi-AR']} vs {table6['low-confidence']} (8B Base)",
-                     _versus(scores, SEMI_AR, LOW_CONFIDENCE),
-                     log_ppl_difference(scores, SEMI_AR, LOW_CONFIDENCE), n, margin, "figures/07_samplers.png",
-                     f"{judge}: semi-AR - one block", _repetition_confound(scores, SEMI_AR, LOW_CONFIDENCE)),
-        Claim(**_COMMON, paper="Fast-dLLM", where="Table 1 (+Cache); BD3-LM §3", kind="finding",
-              claim="a block KV cache speeds up decoding (block-causal with the exact cache against semi-AR "
-                    f"blocks under full attention, same T and B, batch 1, N = {settings.target_length})",
-              paper_value=f"{fast['+Cache'][2]}× ({fast['LLaDA'][1]} → {fast['+Cache'][1]} tokens/s, A100)",
-              ours=f"{speed:.2f}× on {device}", low=low, high=high, n=len(ratios),
-              method=f"t over {len(ratios)} timing seeds", direction=1, threshold=1.0, n_seeds=len(ratios),
-              seed_values=tuple(ratios), check=SAMPLER_CHECK, quantity="semi-AR time / block-causal time"),
-        _equivalence("Fast-dLLM", "Table 1 (+Cache)", "the block cache costs little quality (block-causal with the "
-                     "exact cache against semi-AR blocks under full attention)",
-                     f"GSM8K {fast['LLaDA'][0]} → {fast['+Cache'][0]} (LLaDA-Instruct, length 256)",
-                     _versus(scores, BLOCK_CAUSAL, SEMI_AR),
-                     log_ppl_difference(scores, BLOCK_CAUSAL, SEMI_AR), n, margin, "figures/07_samplers.png",
-                     f"{judge}: block-causal - semi-AR", _repetition_confound(scores, BLOCK_CAUSAL, SEMI_AR)),
+        compared("diffusion.llada.table6.low_confidence_vs_random", LOW_CONFIDENCE, RANDOM, f"T = {settings.steps}"),
+        compared("diffusion.llada.fig5.fewer_steps_worse", steps_row(fewest), LOW_CONFIDENCE,
+                 f"T = {fewest} against T = {settings.steps}"),
+        compared("diffusion.llada.table6.semi_ar_vs_one_block", SEMI_AR, LOW_CONFIDENCE,
+                 f"B = {settings.block_length}, T = {settings.steps}"),
+        CLAIMS["diffusion.fast_dllm.table1.cache_speedup"].measured(
+            speed, low, high, f"t over {len(ratios)} timing seeds", len(ratios), ours=f"{speed:.2f}× on {device}",
+            note=f"N = {settings.target_length}, B = {settings.block_length}, T = {settings.steps}",
+            n_seeds=len(ratios), seed_values=tuple(ratios)),
+        compared("diffusion.fast_dllm.table1.cache_quality", BLOCK_CAUSAL, SEMI_AR,
+                 f"B = {settings.block_length}, T = {settings.steps}"),
     ]
     value, m_low, m_high = log_ppl_difference(scores, MASK_PREDICT, LOW_CONFIDENCE)
     confound = _repetition_confound(scores, MASK_PREDICT, LOW_CONFIDENCE)
     mixed = f"; note: {confound}" if confound else ""
-    rows.append(Claim(**_COMMON, paper="LLaDA", where="§2.4 against OpenLTG §3.1", kind=MEASUREMENT, direction=0,
-                      claim=f"notebook 05's mask-predict + LTD against LLaDA low-confidence at the same {settings.steps} "
-                            "forward passes (neither paper compares them)",
-                      paper_value="not compared", ours=f"{value:+.3f} nats per token; "
-                                                        f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}{mixed}",
-                      low=m_low, high=m_high, method=method, n=n, figure="figures/07_samplers.png",
-                      quantity=f"{judge}: mask-predict + LTD - low-confidence", trained=True, value=value))
+    rows.append(CLAIMS["diffusion.llada.mask_predict_vs_low_confidence"].measured(
+        value, m_low, m_high, method, n, ours=f"{value:+.3f} nats per token; "
+                                              f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}{mixed}",
+        note=f"{settings.steps} forward passes each", plateau=plateau))
     return rows
 
 
-def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, str], settings: DiffusionSettings) -> list:
+def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, str], settings: DiffusionSettings,
+                     mntp_curve=None, fine_tune_curve=None) -> list:
     """MDLM §5.1 (the bound falls) and Table 4 (the masked LM's own skill is kept), BD3-LM §4.1 (the bound is tight at
     block size 1), and the fine-tune's accuracy at high mask ratios (a measurement). Each run has one training seed,
-    so its intervals are over held-out blocks; a seed study (``make study``) adds the spread between seeds."""
+    so its intervals are over held-out blocks; a seed study (``make study``) adds the spread between seeds.
+    ``fine_tune_curve``: the fine-tune's held-out curve (``FineTuned.heldout_curve``); ``mntp_curve``: notebook
+    02's, for the row on its adapter alone."""
     before, after = names
     n = len(study.causal[before])
-    c4, glue = PAPER["mdlm_c4"], PAPER["mdlm_glue"]
     method = f"paired bootstrap over {n} held-out blocks (one training seed)"
     bound = {name: study.bound[name].per_token() for name in names}
+    tuned_curve = _held_out(FINE_TUNE_HELDOUT_CURVE, fine_tune_curve)
+    adapter_curve = _held_out(training.MNTP_HELDOUT_CURVE, mntp_curve)
     gain = mean_difference(bound[before], bound[after])
     kept = accuracy_difference(accuracy[after], accuracy[before])
     blocks = len(accuracy[after][0])
-    margin = settings.accuracy_margin
     rows = [
-        _difference("MDLM", "§5.1", f"a short diffusion fine-tune ({settings.fine_tune_steps} steps, 1/t weight) "
-                    "lowers the likelihood bound of a fixed-ratio masked LM", f"C4 PPL bound {c4['BERT']} → "
-                    f"{c4['BERT + MDLM-FT']} (AR {c4['AR']})",
-                    f"{float(bound[before].mean()):.3f} → {float(bound[after].mean()):.3f} nats per token", gain, n,
-                    method, 1, check="", figure="figures/07_likelihood.png",
-                    quantity="bound (nats/token): MNTP - MNTP + diffusion fine-tune"),
-        Claim(**_COMMON, paper="MDLM", where="Table 4", claim="the diffusion fine-tune keeps the masked "
-                         f"LM's own skill (notebook 02's held-out masked-token accuracy, at most {margin:g} points lost)",
-                         paper_value=f"GLUE average {glue['BERT']} → {glue['BERT + MDLM-FT']}",
-                         ours=f"{kept[0]:+.1f} points", low=kept[1], high=kept[2],
-                         method=f"paired bootstrap over {blocks} held-out blocks (one training seed)", n=blocks,
-                         direction=1, threshold=-margin, trained=True, value=kept[0],
-                         quantity="accuracy points: fine-tuned - MNTP"),
+        CLAIMS["diffusion.mdlm.s5_1.bound_falls"].measured(
+            *gain, method, n, ours=f"{float(bound[before].mean()):.3f} → {float(bound[after].mean()):.3f} nats per token",
+            note=f"{settings.fine_tune_steps} fine-tune steps", plateau=tuned_curve),
+        CLAIMS["diffusion.mdlm.table4.skill_kept"].measured(
+            *kept, f"paired bootstrap over {blocks} held-out blocks (one training seed)", blocks,
+            ours=f"{kept[0]:+.1f} points", plateau=tuned_curve),
     ]
-    for name in names:
+    for claim_id, name, plateau in (("diffusion.bd3lm.s4_1.tight_at_block_one.mntp", before, adapter_curve),
+                                    ("diffusion.bd3lm.s4_1.tight_at_block_one.fine_tuned", after, tuned_curve)):
         found = mean_difference(bound[name], study.causal[name])
-        rows.append(_difference("BD3-LM", "§4.1", f"the bound is tight at block size 1 and looser for one block over "
-                                f"the sequence ({name})", BD3_TIGHTNESS,
-                                f"{float(bound[name].mean()):.3f} (one block) vs {float(study.causal[name].mean()):.3f} "
-                                "(block size 1) nats per token", found, n, method, 1, check="",
-                                figure="figures/07_likelihood.png",
-                                quantity=f"{name}: bound(one block) - NLL(block size 1)"))
+        rows.append(CLAIMS[claim_id].measured(
+            *found, method, n, ours=f"{float(bound[name].mean()):.3f} (one block) vs "
+                                    f"{float(study.causal[name].mean()):.3f} (block size 1) nats per token",
+            plateau=plateau))
     hits = {name: high_ratio_hits(study.bound[name]) for name in names}
     value, low, high = accuracy_difference(hits[after], hits[before])
-    rows.append(Claim(**_COMMON, paper="LLaDA", where="§2.1 (ratio t ~ U[0, 1] against a fixed one)", kind=MEASUREMENT,
-                      direction=0, claim="masked-token accuracy at mask ratios ≥ 0.5, fine-tuned minus MNTP (trained "
-                                         "at a fixed 20 %)", paper_value="not measured",
-                      ours=f"{value:+.1f} points", low=low, high=high, method=method, n=n,
-                      figure="figures/07_likelihood.png", quantity="accuracy points at ratio >= 0.5", trained=True,
-                      value=value))
+    rows.append(CLAIMS["diffusion.llada.s2_1.high_ratio_accuracy"].measured(
+        value, low, high, method, n, ours=f"{value:+.1f} points", plateau=tuned_curve))
     return rows
 
 
 def claims(*, identities: dict[str, bool], proof: BlockProof, cache_exact: bool, mask_predict_equal: bool, scores,
            settings: DiffusionSettings, speed: dict, device: str, study: LikelihoodStudy, accuracy: dict,
-           names: tuple[str, str]) -> list[Claim]:
-    """Notebook 07's ledger rows: three definition checks, the sampler findings and the fine-tune's."""
+           names: tuple[str, str], mntp_curve, fine_tune_curve) -> list[ledger.Claim]:
+    """Notebook 07's ledger rows: three definition checks, the sampler findings and the fine-tune's. ``mntp_curve``
+    is notebook 02's held-out MNTP curve (``training.mntp_heldout_curve(cfg)``, None when it logged none) and
+    ``fine_tune_curve`` the fine-tune's (``FineTuned.heldout_curve``): the trained rows' budget checks."""
     return [*definition_claims(identities, proof, cache_exact, mask_predict_equal),
-            *sampler_claims(scores, settings, speed_ratios(speed), device),
-            *fine_tune_claims(study, accuracy, names, settings)]
+            *sampler_claims(scores, settings, speed_ratios(speed), device, mntp_curve),
+            *fine_tune_claims(study, accuracy, names, settings, mntp_curve, fine_tune_curve)]

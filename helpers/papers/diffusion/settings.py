@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ... import metrics, training
 from .mechanism import SamplerConfig, mask_predict_config
+
+FINE_TUNE_HELDOUT_CURVE = "notebook 07's diffusion fine-tune: held-out diffusion loss (LLaDA Eq. 3), negated"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,11 @@ class DiffusionSettings:
     fine_tune_seq_len: int = 128
     fine_tune_lr: float = 5e-4  # notebook 02's cpu rate (training.MaskedLMRecipe)
     fine_tune_blocks: int = 2000
+    # The fine-tune's held-out curve (its budget check): the LLaDA Eq. 3 loss on fine_tune_eval_blocks validation
+    # blocks under fixed masks, at step 0, every fine_tune_eval_every steps and the last; every step at cpu, so the
+    # last half of its 16 steps holds 9 evaluations (the equivalence test needs 6), one forward of 8 blocks each.
+    fine_tune_eval_every: int = 1
+    fine_tune_eval_blocks: int = 8
     eval_blocks: int = 32  # held-out blocks for the bound (LLaDA Eq. 6) and the block-size-1 NLL
     eval_block_tokens: int = 64
     bound_samples: int = 2  # Monte Carlo samples per block (LLaDA uses 128 for benchmarks)
@@ -66,17 +74,35 @@ SETTINGS = {
                                step_grid=(2, 4), block_length=4, trace_length=8, trace_steps=4, trace_block=4,
                                timing_seeds=(0, 1),
                                fine_tune_steps=2, fine_tune_batch=2, fine_tune_seq_len=32, fine_tune_blocks=16,
-                               eval_blocks=4, eval_block_tokens=16, ratio_bins=2),
+                               fine_tune_eval_blocks=2, eval_blocks=4, eval_block_tokens=16, ratio_bins=2),
     "cpu": DiffusionSettings(num_prompts=16, target_length=64, batch_size=16, max_prompt_tokens=32),
     "gpu": DiffusionSettings(num_prompts=200, target_length=128, batch_size=25, max_prompt_tokens=64, steps=64,
                              step_grid=(8, 16, 32, 64, 128), block_length=32, timing_seeds=(0, 1, 2, 3, 4),
                              fine_tune_steps=200, fine_tune_batch=16, fine_tune_seq_len=512, fine_tune_lr=1e-4,
-                             fine_tune_blocks=200_000, eval_blocks=256, eval_block_tokens=128, bound_samples=16,
+                             fine_tune_blocks=200_000, fine_tune_eval_every=10, fine_tune_eval_blocks=32,
+                             eval_blocks=256, eval_block_tokens=128, bound_samples=16,
                              measured=False),
     # LLaDA App. B.3 ablation: answer length 512, 256 steps (2 tokens per step), block length 32; 128 MC samples (B.5).
     "paper": DiffusionSettings(num_prompts=1000, target_length=512, batch_size=8, max_prompt_tokens=64, steps=256,
                                step_grid=(64, 128, 256, 512), block_length=32, timing_seeds=(0, 1, 2, 3, 4),
                                fine_tune_steps=1000, fine_tune_batch=8, fine_tune_seq_len=512, fine_tune_lr=3e-5,
-                               fine_tune_blocks=300_000, eval_blocks=1000, eval_block_tokens=512, bound_samples=128,
+                               fine_tune_blocks=300_000, fine_tune_eval_every=50, fine_tune_eval_blocks=64,
+                               eval_blocks=1000, eval_block_tokens=512, bound_samples=128,
                                measured=False),
 }
+
+
+def evaluations_in_last_half(steps: int, eval_every: int) -> int:
+    """How many evaluations of a run of ``steps`` steps evaluated at step 0, every ``eval_every`` steps (0: never in
+    between) and at the last fall in the window :func:`helpers.metrics.stopped_improving` fits (its last half)."""
+    return metrics.points_in_window(metrics.evaluation_steps(steps, eval_every))
+
+
+def curve_points(profile) -> dict[str, int]:
+    """Held-out curve name -> evaluations in the last half of training under ``profile``: notebook 02's MNTP adapter
+    (its recipe, ``training.MASKED_LM_RECIPES``), which every row rests on, and this notebook's diffusion fine-tune."""
+    from ..mntp import settings as mntp_settings
+
+    settings = SETTINGS[profile.name]
+    return {**mntp_settings.curve_points(profile),
+            FINE_TUNE_HELDOUT_CURVE: evaluations_in_last_half(settings.fine_tune_steps, settings.fine_tune_eval_every)}

@@ -92,6 +92,7 @@ def train_emat(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSpl
     """Build EMAT over the whole vocabulary (seen and unseen phrases) and train it with cross-entropy over the
     extended matrix (§4.1; Adam 1e-3, batch 128, 2 epochs, App. C): by default the whole extended matrix, a copy of
     the token rows included, as the public ``matrix_plugin``; with ``train_token_rows=False`` only the new rows.
+    Dev a@1 and a@10 are scored ``emat_evals_per_epoch`` times an epoch (the head's held-out curve).
     Unlike ``matrix_plugin`` (``gradient_clip_val=1``), the gradients are not clipped."""
     emat = build_emat(mlm, dataset.vocabulary, train_token_rows)
     train = encoded["train"]
@@ -109,7 +110,8 @@ def train_emat(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSpl
 
     run = head_run("emat" if train_token_rows else "emat_new_rows", dataset, mlm, training_settings, resume=resume)
     records = train_head(emat, tensors, loss_fn, evaluate, epochs=training_settings.emat_epochs,
-                         training_settings=training_settings, run=run, resume=resume, progress=progress)
+                         training_settings=training_settings, run=run, resume=resume, progress=progress,
+                         evals_per_epoch=training_settings.emat_evals_per_epoch)
     return emat.eval(), records
 
 

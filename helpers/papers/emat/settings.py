@@ -44,11 +44,13 @@ class HeadTraining:
     gru_pretrain_tokens: int = 24  # tokens per pre-training sentence (the public code cuts at the batch median)
     gru_train_embeddings: bool = True  # the public decoder trains its copy of the MLM's embeddings and output head
     length_epochs: int = 5  # naive MTC's length classifier (a linear probe on the frozen features)
-    gru_evals_per_epoch: int = 1  # dev a@1 this many times per GRU epoch: the points its plateau check fits
+    gru_evals_per_epoch: int = 1  # dev a@1 this many times per GRU epoch: the points its stopping test fits
+    emat_evals_per_epoch: int = 1  # dev a@1 this many times per EMAT epoch (both EMAT heads): the same, for EMAT
     seed: int = 0  # initial weights and batch order
 
     def __post_init__(self):
-        for name in ("batch_size", "emat_epochs", "gru_epochs", "gru_layers", "length_epochs", "gru_evals_per_epoch"):
+        for name in ("batch_size", "emat_epochs", "gru_epochs", "gru_layers", "length_epochs", "gru_evals_per_epoch",
+                     "emat_evals_per_epoch"):
             whole_number(getattr(self, name), name)
         whole_number(self.gru_pretrain_steps, "gru_pretrain_steps", 0, "0 skips the pre-training")
 
@@ -80,6 +82,42 @@ class MTCSettings:
         return dataclasses.replace(self, training=dataclasses.replace(self.training, seed=seed))
 
 
+# The held-out curves the ledger's trained rows rest on (``helpers.papers.emat.report.CLAIMS``' ``curve=``): each
+# head's dev accuracy@1, evaluated ``*_evals_per_epoch`` times an epoch (:func:`.experiment_training.train_head`).
+EMAT_CURVE = "EMAT dev a@1"
+EMAT_NEW_ROWS_CURVE = "EMAT (new rows only) dev a@1"
+GRU_CURVE = "GRU decoder dev a@1"
+
+
+def evaluations_in_last_half(epochs: int, evals_per_epoch: int, steps_per_epoch: int, window: float = 0.5) -> int:
+    """How many evaluations :func:`.experiment_training.train_head` records in the last ``window`` of training
+    (the span :func:`helpers.metrics.stopped_improving` fits): at step 0, every ``steps_per_epoch //
+    evals_per_epoch`` steps, and at the last step."""
+    from ... import metrics
+
+    return metrics.points_in_window(metrics.evaluation_steps(epochs * steps_per_epoch,
+                                                             max(1, steps_per_epoch // evals_per_epoch)), window)
+
+
+def _fewest_in_last_half(epochs: int, evals_per_epoch: int) -> int:
+    """The fewest evaluations in the last half over every epoch length a dataset could give (from one step per
+    evaluation up to far more): what the settings guarantee whatever the vocabulary's size."""
+    from ... import metrics
+
+    return min(evaluations_in_last_half(epochs, evals_per_epoch, steps, metrics.STOP_WINDOW)
+               for steps in range(evals_per_epoch, 40 * evals_per_epoch + 1))
+
+
+def curve_points(profile) -> dict[str, int]:
+    """For each held-out curve the ledger's trained rows name, how many evaluations fall in the last half of training
+    under ``profile`` (a name or a :class:`helpers.profiles.Profile`): at least this many whatever the dataset's
+    size, computed from the epochs and the evaluations per epoch."""
+    training = SETTINGS[getattr(profile, "name", profile)].training
+    emat = _fewest_in_last_half(training.emat_epochs, training.emat_evals_per_epoch)
+    return {EMAT_CURVE: emat, EMAT_NEW_ROWS_CURVE: emat,
+            GRU_CURVE: _fewest_in_last_half(training.gru_epochs, training.gru_evals_per_epoch)}
+
+
 SETTINGS = {
     # The same code paths at toy sizes, on the tiny random Llama.
     "smoke": MTCSettings(data=PhraseData(corpus_sentences=400, min_count=3, max_sentences_per_phrase=8,
@@ -93,11 +131,13 @@ SETTINGS = {
     # and unseen sentences. The GRU trains 5 epochs (its dev loss is lowest at epoch 3-4 and its dev a@1 flat after
     # epoch 4 in three seeds of the paper's 10) with its dev a@1 four times an epoch (the points of its plateau check)
     # after 20 of the paper profile's 2,000 pre-training batches, and naive MTC reads the top-5 first tokens of the
-    # paper's top-100 (each is a forward per sentence), for time: make reproduce's 45 minutes on 2 cores.
+    # paper's top-100 (each is a forward per sentence), for time: make reproduce's 45 minutes on 2 cores. Both EMAT
+    # heads score dev a@1 six times an epoch (a matrix product over the dev features: cheap), so their second and
+    # last epoch holds the evaluations the stopping test needs (:func:`curve_points`).
     "cpu": MTCSettings(data=PhraseData(corpus_sentences=15_000, min_count=10, max_sentences_per_phrase=20,
                                        unseen_fraction=0.08),
-                       training=HeadTraining(gru_epochs=5, gru_evals_per_epoch=4, gru_pretrain_steps=20,
-                                             gru_pretrain_tokens=8),
+                       training=HeadTraining(gru_epochs=5, gru_evals_per_epoch=4, emat_evals_per_epoch=6,
+                                             gru_pretrain_steps=20, gru_pretrain_tokens=8),
                        context_tokens=12, beam_size=16, naive_first_tokens=5, latency_sentences=40, eval_examples=160),
     # The Hub model on 200K WikiText-103 sentences (~4M words); k = 50 keeps a few thousand phrases, 50 sentences each.
     "gpu": MTCSettings(data=PhraseData(corpus_sentences=200_000, min_count=50), context_tokens=48,

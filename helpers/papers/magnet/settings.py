@@ -124,7 +124,7 @@ SETTINGS = {
     # width). Sentence clustering by novel is dropped (random assignment scored as high).
     # Budget (02 + 03 <= 22 min on 2 idle cores): evaluation takes about 60% of notebook 03, so joint training
     # stays at 100 steps (a phase-1 step ~2.4 s, a phase-2 step with SSCL ~5.5 s). The held-out MNTP accuracy every
-    # 5 steps gives the budget check six points over the last quarter (a slope with 4 degrees of freedom); Fig. 6's
+    # 5 steps gives the budget check 11 points over the last half (metrics.stopped_improving needs 6); Fig. 6's
     # greedy generations, the costly part of an evaluation, every 20 steps give MAGNET's line 6 points.
     "cpu": MagnetSettings(seq_len=128, batch_size=4, phase1_steps=80, phase2_steps=20, lr=5e-4, train_blocks=2000,
                           span_min=4, span_max=32, sscl_batch_size=8, sscl_max_len=64, sscl_pool=2000,
@@ -146,3 +146,20 @@ SETTINGS = {
                             infill_passages=1000, infill_blocks=1000, infill_block_len=512, probe_source="conll2003",
                             probe_train_sentences=14041, probe_test_sentences=3453, sts=True, sts_pairs=1379, gradient_checkpointing=True),
 }
+
+
+MAGNET_HELDOUT_CURVE = "MAGNET's held-out MNTP accuracy during joint training"
+
+
+def curve_points(profile) -> dict[str, int]:
+    """Per held-out curve notebook 03's claims rest on, how many evaluations fall in the last half of training under
+    ``profile`` (a profile or its name), computed from the settings: MAGNET's held-out MNTP accuracy (step 0, every
+    ``eval_every`` steps and the last step of the joint run) and notebook 02's MNTP run's held-out accuracy (the
+    adapter the LLM2Vec-style rows rest on)."""
+    from ... import metrics
+    from ..mntp import settings as mntp_settings
+
+    name = getattr(profile, "name", profile)
+    magnet = SETTINGS[name]
+    evaluated = metrics.evaluation_steps(magnet.total_steps, magnet.eval_every)
+    return {MAGNET_HELDOUT_CURVE: metrics.points_in_window(evaluated), **mntp_settings.curve_points(name)}

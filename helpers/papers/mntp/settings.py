@@ -5,7 +5,15 @@ the MNTP adapter that notebooks 03, 05 and 06 read is keyed by it (``training.mn
 ``training.load_or_train_mntp`` trains the short fallback adapter from it when notebook 02 has not run. The
 ``paper`` entry holds App. A's values: 4200 iterations of batch 32 x 512 tokens at lr 3e-5.
 """
+from ... import metrics
 from ...training import MASKED_LM_RECIPES as SETTINGS
-from ...training import MaskedLMRecipe
+from ...training import MNTP_HELDOUT_CURVE, MaskedLMRecipe
 
-__all__ = ["SETTINGS", "MaskedLMRecipe"]
+__all__ = ["SETTINGS", "MaskedLMRecipe", "curve_points"]
+
+
+def curve_points(profile) -> dict[str, int]:
+    """Per held-out curve notebook 02's claims rest on, the evaluations in the last half of training under ``profile``
+    (a profile or its name): the MNTP run's held-out masked-token accuracy, from :data:`SETTINGS`."""
+    recipe = SETTINGS[getattr(profile, "name", profile)]
+    return {MNTP_HELDOUT_CURVE: metrics.points_in_window(metrics.evaluation_steps(recipe.steps, recipe.eval_every))}

@@ -7,8 +7,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import metrics
-from ...claims import DEFINITION, EXACT, Claim
+from ... import claims as ledger
+from ... import metrics, training
+from ...masked_lm import MNTP
 from .experiment import ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_samples
 from .experiment_table6 import Table6Scores, paired_metric_difference
 from .experiment_table7 import LengthScores
@@ -163,125 +164,244 @@ def describe_lengths(lengths: LengthScores) -> str:
 
 # --------------------------------------------------------------------------- the claims
 
+MECHANISM_TESTS = "tests/papers/openltg/test_openltg_mechanism.py"
+EXPERIMENT_TESTS = "tests/papers/openltg/test_openltg_experiment.py"
+TABLE6_TESTS = "tests/papers/openltg/test_openltg_experiment_table6.py"
+TABLE7_TESTS = "tests/papers/openltg/test_openltg_experiment_table7.py"
+# The tests that validate each mechanism a row rests on (pytest node ids, :attr:`helpers.claims.Declared.check`).
+FUNCTION_WORD_CHECK = (f"{EXPERIMENT_TESTS}::test_function_word_share_is_the_function_word_mass_of_the_top_50_candidates "
+                       f"{EXPERIMENT_TESTS}::test_function_word_share_counts_stop_words_and_punctuation "
+                       f"{MECHANISM_TESTS}::test_probe_records_the_raw_logits_at_every_iteration")
+LTD_CHECK = f"{MECHANISM_TESTS}::test_ltd_temperatures_follow_eq8 {MECHANISM_TESTS}::test_ltd_flattens_early_and_sharpens_late"
+DSWA_CHECK = (f"tests/test_masks.py::test_dswa_schedule_follows_eq_7 "
+              f"{MECHANISM_TESTS}::test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask "
+              f"{MECHANISM_TESTS}::test_dswa_confines_a_prediction_to_its_window_while_the_prompt_stays_visible")
+SMART_CHECK = (f"{MECHANISM_TESTS}::test_smart_rewrites_kept_tokens_and_is_its_own_table6_row "
+               f"{MECHANISM_TESTS}::test_by_default_a_kept_token_is_never_rewritten_and_keeps_its_score")
+ABLATION_CHECK = f"{EXPERIMENT_TESTS}::test_table6_ablations_switch_off_exactly_the_strategy_they_name"
+PAIRED_CHECK = f"{TABLE6_TESTS}::test_table6_cells_carry_bootstrap_intervals_and_paired_differences_see_the_same_prompts"
+METRIC_CHECKS = {  # §5.1's metrics against their definitions (sacrebleu, rouge-score, hand counts, the NLL by hand)
+    "B-1": f"{TABLE6_TESTS}::test_bleu1_from_summed_statistics_is_sacrebleus_corpus_bleu1_and_rouge_l_is_rouge_scores",
+    "R-L": f"{TABLE6_TESTS}::test_bleu1_from_summed_statistics_is_sacrebleus_corpus_bleu1_and_rouge_l_is_rouge_scores",
+    "LR-n": "tests/test_metrics.py::test_distinct_and_lexical_repetition",
+    "D-4": "tests/test_metrics.py::test_distinct_and_lexical_repetition",
+    "PPL": f"{TABLE6_TESTS}::test_continuation_perplexity_is_the_mean_nll_of_the_continuation_tokens",
+}
+STRATEGY_CHECKS = {"LTD": LTD_CHECK, "DSWA": DSWA_CHECK}
+SPEED_CHECK = (f"{EXPERIMENT_TESTS}::test_speed_ratios_divide_by_ar_at_the_same_length "
+               f"{MECHANISM_TESTS}::test_kv_cache_generation_matches_recomputing_the_whole_prefix")
+LENGTH_CHECK = (f"{TABLE7_TESTS}::test_length_predictor_learns_a_linear_rule_then_offsets_and_clips "
+                f"{TABLE7_TESTS}::test_cross_validation_regularises_a_predictor_that_only_fits_noise")
+ABLATION_IDS = {"w/o LTD": "no_ltd", "w/o DSWA": "no_dswa"}
+METRIC_IDS = {"B-1": "b1", "R-L": "rl", "D-4": "d4", "PPL": "ppl"}
+
+
+def _checks(*checks: str) -> str:
+    """Space-joined pytest node ids, each once, in order."""
+    return " ".join(dict.fromkeys(node for check in checks for node in check.split()))
+
+
+def prompts_dataset(prompts: str) -> str:
+    """What the prompts are, where they are not the paper's (``Declared.dataset``); "" for WritingPrompts."""
+    if prompts == "writingprompts":
+        return ""
+    return ("Jane Austen passages (the first sentence of a held-out paragraph is the prompt, the rest its reference "
+            "continuation), not WritingPrompts or ROCStories (the paper's §5.1 data)")
+
+
+def speed_regime(speed_device: str) -> str:
+    """Why Fig. 5's ratio measured on ``speed_device`` cannot be compared with the paper's A100 (``Declared.regime``);
+    "" on a GPU."""
+    if not speed_device.lower().startswith("cpu"):
+        return ""
+    return ("timed on a CPU, not the paper's A100 GPU: mask-predict's advantage is that a GPU decodes all N "
+            "positions of an iteration in parallel at about the cost of one, while a CPU is compute-bound and pays "
+            "for every position, so the speed-up depends on the hardware")
+
+
+def declarations(paper_dataset: str = "WP", lr_n: int = 5, prompts: str = "corpus",
+                 speed_device: str = "cpu") -> dict[str, ledger.Declared]:
+    """Notebook 05's claims table for a run that compares with the paper's ``paper_dataset`` row ("WP" or "ROC") on
+    LR-``lr_n``, with ``prompts`` (the settings' prompt source) and timings on ``speed_device``. :data:`CLAIMS` is
+    the table of the ledger's profile (cpu: WP, LR-5, Austen prompts, timed on a CPU); the ids are the same for
+    every run. Long because it is the table itself: one declaration per claim, in the paper's order."""
+    if paper_dataset not in PAPER_TABLE6:
+        raise ValueError(f"paper_dataset={paper_dataset!r} must be one of {tuple(PAPER_TABLE6)}")
+    paper, column = PAPER_TABLE6[paper_dataset], f"LR-{lr_n}"
+    dataset = prompts_dataset(prompts)
+    adapter = dict(trained=True, curve=training.MNTP_HELDOUT_CURVE, dataset=dataset)
+    lo, hi = PAPER_FUNCTION_WORD_SHARE
+    entries = [
+        ledger.Declared(
+            id="openltg.fig2.function_word_share", notebook="05", paper="002", where="§3.3, Fig. 2",
+            says="at iteration 1, function words and punctuation hold 35-45% of the high-probability region "
+                 "(the top-50 mass) in the bad case",
+            paper_value=f"{lo:.0%}-{hi:.0%}", quantity="function-word share of the top-50 mass at iteration 1",
+            threshold=(lo + hi) / 2, margin=(hi - lo) / 2,
+            margin_source="paper: §3.3, 'the function words dominate the high probability regions (from 35% to 45%)'",
+            check=FUNCTION_WORD_CHECK, figure="figures/05_ltd_trace.png", **adapter),
+        ledger.Declared(
+            id="openltg.fig4.ltd_flattens_then_sharpens", notebook="05", paper="002", where="§4.2, Eq. 8, Fig. 4",
+            kind=ledger.DEFINITION,
+            says="LTD (T_t = β(1 - t/T)) flattens the distribution in the first iterations and sharpens it in the last",
+            paper_value="flat at t = 0, peaked at t = T-1",
+            quantity="entropy with LTD / entropy at T = 1, at t = 0 and at t = T-1",
+            check=LTD_CHECK, figure="figures/05_ltd_distribution.png"),
+    ]
+    for ablation, strategy in (("w/o LTD", "LTD"), ("w/o DSWA", "DSWA")):
+        gap = paper[ablation]["Rep"] - paper["Ours"]["Rep"]
+        entries.append(ledger.Declared(
+            id=f"openltg.table6.lr_n.{ABLATION_IDS[ablation]}", notebook="05", paper="002", where="§5.3, Table 6",
+            says=f"removing {strategy} raises repetition",
+            paper_value=f"{column} {paper[ablation]['Rep']:.2f} vs {paper['Ours']['Rep']:.2f} ({paper_dataset}, {gap:+.2f})",
+            quantity=f"{column}({ablation}) - {column}(Ours)", direction=1,
+            check=_checks(STRATEGY_CHECKS[strategy], ABLATION_CHECK, METRIC_CHECKS["LR-n"], PAIRED_CHECK),
+            figure="figures/05_ablation.png", **adapter))
+    next_worst = max((name for name in ABLATIONS if name != "w/o ALL"), key=lambda name: paper[name]["Rep"])
+    entries.append(ledger.Declared(
+        id="openltg.table6.lr_n.no_all", notebook="05", paper="002", where="§5.3, Table 6",
+        says="without both LTD and DSWA, repetition is the worst of the four rows (against the next worst row)",
+        paper_value=f"{column} {paper['w/o ALL']['Rep']:.2f} vs {paper[next_worst]['Rep']:.2f} ({next_worst}, the "
+                    f"paper's next worst; {paper_dataset})",
+        quantity=f"{column}(w/o ALL) - {column}(next worst)", direction=1,
+        check=_checks(LTD_CHECK, DSWA_CHECK, ABLATION_CHECK, METRIC_CHECKS["LR-n"], PAIRED_CHECK),
+        figure="figures/05_ablation.png", **adapter))
+    entries.append(ledger.Declared(
+        id="openltg.smart.lr_n.update_all", notebook="05", paper="002", where="§4.3 (SMART)",
+        says="updating every target token each iteration (SMART) avoids the degeneration of refining only the "
+             "low-confidence tokens",
+        paper_value="less repetition with update-all", quantity=f"{column}(update all) - {column}(masked only)",
+        direction=-1, check=_checks(SMART_CHECK, METRIC_CHECKS["LR-n"], PAIRED_CHECK),
+        figure="figures/05_ablation.png", **adapter))
+    for ablation, strategy in (("w/o DSWA", "DSWA"), ("w/o LTD", "LTD")):
+        for metric, paper_column in TABLE6_OTHER_COLUMNS.items():
+            gap = paper[ablation][paper_column] - paper["Ours"][paper_column]
+            direction = 1 if gap > 0 else -1
+            better = "better" if direction == PAPER_BETTER[metric] else "worse"
+            entries.append(ledger.Declared(
+                id=f"openltg.table6.{METRIC_IDS[metric]}.{ABLATION_IDS[ablation]}", notebook="05", paper="002",
+                where=f"§5.3, Table 6 ({metric})",
+                says=f"removing {strategy} {'raises' if direction > 0 else 'lowers'} {metric} ({better}: {metric} is "
+                     f"better {'higher' if PAPER_BETTER[metric] > 0 else 'lower'}, Table 4)",
+                paper_value=f"{metric} {paper[ablation][paper_column]:.2f} vs {paper['Ours'][paper_column]:.2f} "
+                            f"({paper_dataset}, {gap:+.2f})",
+                quantity=f"{metric}({ablation}) - {metric}(Ours)", direction=direction,
+                check=_checks(METRIC_CHECKS[metric], STRATEGY_CHECKS[strategy], ABLATION_CHECK, PAIRED_CHECK),
+                figure="figures/05_ablation.png", **adapter))
+    entries += [
+        ledger.Declared(
+            id="openltg.fig5.speedup", notebook="05", paper="002", where="§6.1, Fig. 5",
+            says="mask-predict (T = 8) generates faster than AR with a KV cache at batch 1 (the speed-up grows with "
+                 "the target length)",
+            paper_value=f"{PAPER_SPEED['speedup'][0]:.0f}-{PAPER_SPEED['speedup'][1]:.0f}× (A100, T = 8)",
+            quantity="mask-predict tokens/s / AR tokens/s", direction=1, threshold=1.0, check=SPEED_CHECK,
+            figure="figures/05_speed.png", dataset=dataset, regime=speed_regime(speed_device)),
+        ledger.Declared(
+            id="openltg.table7.length_error", notebook="05", paper="002", where="§6.2, Table 7",
+            says="the length predictor lands closer to the true length than the fixed length",
+            paper_value=f"{PAPER_TABLE7['Prediction']} (predicted) vs {PAPER_TABLE7['Fixed']} (fixed), true "
+                        f"{PAPER_TABLE7['Ground truth']}",
+            quantity="|error| predicted - |error| fixed", direction=-1, check=LENGTH_CHECK, **adapter),
+    ]
+    return ledger.declare(*entries)
+
+
+CLAIMS = declarations()  # the ledger's (cpu) profile: WP's row, LR-5, Austen prompts, timed on a CPU
+
+
 def claims(*, function_shares: Sequence[float], entropies: list[dict], table6: Table6Scores, speed_rows: list[dict],
-           lengths: LengthScores, settings: OpenLTGSettings, speed_device: str) -> list[Claim]:
-    """Notebook 05's ledger rows (:mod:`helpers.claims`; every verdict from its one rule): Fig. 2's function-word
-    share (matches §3.3's band), Fig. 4's LTD (a definition check), Table 6's repetition directions and SMART, Table
-    6's other columns for LTD and DSWA (paired bootstraps over prompts), Fig. 5's speed-up (over timing seeds) and
-    Table 7's length error."""
-    return [_function_word_claim(function_shares), _ltd_claim(entropies), *_table6_claims(table6, settings),
-            *_table6_metric_claims(table6, settings), _speed_claim(speed_rows, settings, speed_device),
-            _length_claim(lengths)]
+           lengths: LengthScores, settings: OpenLTGSettings, speed_device: str,
+           mntp_curve: Sequence[tuple[int, float]] | None) -> list[ledger.Claim]:
+    """Notebook 05's ledger rows (:mod:`helpers.claims`; every verdict from its one rule), each built from its
+    declaration (:func:`declarations` for these settings; :data:`CLAIMS` on the ledger's profile): Fig. 2's
+    function-word share (matches §3.3's band), Fig. 4's LTD (a definition check), Table 6's repetition directions
+    and SMART, Table 6's other columns for LTD and DSWA (paired bootstraps over prompts), Fig. 5's speed-up (over
+    timing seeds) and Table 7's length error.
+
+    ``mntp_curve``: notebook 02's MNTP held-out curve (:func:`helpers.training.mntp_heldout_curve`, None when that
+    run has not been trained): the budget check of every row that rests on the adapter. With a Hub encoder
+    (``settings.masked_lm`` not MNTP) no curve applies."""
+    table = declarations(settings.paper_dataset, settings.lr_n, settings.prompts, speed_device)
+    plateau = (ledger.curve(training.MNTP_HELDOUT_CURVE, mntp_curve)
+               if mntp_curve and settings.masked_lm == MNTP else None)
+    return [_function_word_claim(table, function_shares, plateau), _ltd_claim(table, entropies),
+            *_table6_claims(table, table6, settings, plateau), *_table6_metric_claims(table, table6, plateau),
+            _speed_claim(table, speed_rows, settings, speed_device), _length_claim(table, lengths, plateau)]
 
 
-def _function_word_claim(function_shares: Sequence[float]) -> Claim:
+def _function_word_claim(table: dict, function_shares: Sequence[float], plateau=None) -> ledger.Claim:
     """§3.3's "from 35% to 45%" as a band: ours matches when its interval lies inside it (the band's centre ± its
     half-width, the paper's own margin)."""
     share, low, high = metrics.bootstrap_interval(list(function_shares))
-    lo, hi = PAPER_FUNCTION_WORD_SHARE
-    return Claim(notebook="05", paper="002", where="§3.3, Fig. 2",
-                 claim="at iteration 1, function words and punctuation hold 35-45% of the high-probability region "
-                       "(the top-50 mass) in the bad case",
-                 paper_value=f"{lo:.0%}-{hi:.0%}", ours=f"{share:.0%} (mean over prompts, at the probe position)",
-                 low=low, high=high, method=f"bootstrap over {len(function_shares)} prompts", n=len(function_shares),
-                 threshold=(lo + hi) / 2, margin=(hi - lo) / 2, value=share, trained=True,
-                 margin_source="paper: §3.3, 'the function words dominate the high probability regions (from 35% to 45%)'",
-                 figure="figures/05_ltd_trace.png", quantity="function-word share of the top-50 mass at iteration 1")
+    return table["openltg.fig2.function_word_share"].measured(
+        share, low, high, f"bootstrap over {len(function_shares)} prompts", len(function_shares),
+        ours=f"{share:.0%} (mean over prompts, at the probe position)", plateau=plateau)
 
 
-def _ltd_claim(entropies: list[dict]) -> Claim:
+def _ltd_claim(table: dict, entropies: list[dict]) -> ledger.Claim:
     """Fig. 4 is what a softmax does when its temperature falls from β > 1 to below 1: a definition check."""
     first, last = entropies[0], entropies[-1]
     flattens = first["entropy_ltd"] > first["entropy_t1"] and last["entropy_ltd"] < last["entropy_t1"]
-    return Claim(notebook="05", paper="002", where="§4.2, Eq. 8, Fig. 4", kind=DEFINITION,
-                 claim=f"LTD (T_t = β(1 - t/T), from {first['temperature']:.3g} down to {last['temperature']:.3g}) "
-                       "flattens the distribution in the first iterations and sharpens it in the last",
-                 paper_value="flat at t = 0, peaked at t = T-1",
-                 ours=f"entropy ×{first['entropy_ltd'] / first['entropy_t1']:.2f} at t = 0, "
-                      f"×{last['entropy_ltd'] / last['entropy_t1']:.2f} at t = {last['step']}",
-                 low=None, high=None, method=EXACT, n=None, holds=flattens, figure="figures/05_ltd_distribution.png")
+    return table["openltg.fig4.ltd_flattens_then_sharpens"].measured(
+        None, None, None, ledger.EXACT, None, holds=flattens,
+        ours=f"entropy ×{first['entropy_ltd'] / first['entropy_t1']:.2f} at t = 0 (T_t = {first['temperature']:.3g}), "
+             f"×{last['entropy_ltd'] / last['entropy_t1']:.2f} at t = {last['step']} (T_t = {last['temperature']:.3g})")
 
 
-def _table6_claims(table6: Table6Scores, settings: OpenLTGSettings) -> list[Claim]:
+def _table6_claims(table: dict, table6: Table6Scores, settings: OpenLTGSettings, plateau=None) -> list[ledger.Claim]:
     """§5.3's three directions (removing LTD, DSWA, both raises repetition) and §4.3's SMART, on LR-n."""
-    column, dataset = f"LR-{settings.lr_n}", settings.paper_dataset
-    paper = PAPER_TABLE6[dataset]
+    column = f"LR-{settings.lr_n}"
     method = f"paired bootstrap over {table6.n} prompts"
-    directions = [("w/o LTD", "Ours", "removing LTD raises repetition"),
-                  ("w/o DSWA", "Ours", "removing DSWA raises repetition")]
     runner_up = max([name for name in ABLATIONS if name != "w/o ALL"], key=lambda name: table6.values.loc[name, column])
-    directions.append(("w/o ALL", runner_up, f"without both, repetition is the worst of the four rows "
-                                             f"(against the next worst, {runner_up})"))
+    directions = [("w/o LTD", "Ours", "openltg.table6.lr_n.no_ltd"), ("w/o DSWA", "Ours", "openltg.table6.lr_n.no_dswa"),
+                  ("w/o ALL", runner_up, "openltg.table6.lr_n.no_all")]
     rows = []
-    for worse, better, claim in directions:
+    for worse, better, claim_id in directions:
         value, low, high = paired_metric_difference(table6, worse, better, column)
-        paper_gap = paper[worse]["Rep"] - paper[better]["Rep"]
-        rows.append(Claim(notebook="05", paper="002", where="§5.3, Table 6", claim=claim,
-                          paper_value=f"{column} {paper[worse]['Rep']:.2f} vs {paper[better]['Rep']:.2f} ({dataset}, {paper_gap:+.2f})",
-                          ours=f"{column} {table6.values.loc[worse, column]:.1f} vs {table6.values.loc[better, column]:.1f} "
-                               f"({value:+.1f} points)",
-                          low=low, high=high, value=value, method=method, n=table6.n, direction=1, trained=True,
-                          figure="figures/05_ablation.png",  # the runner-up may differ between seeds: named by role
-                          quantity=f"{column}({worse}) - {column}({'next worst' if worse == 'w/o ALL' else better})"))
+        rows.append(table[claim_id].measured(
+            value, low, high, method, table6.n, plateau=plateau,
+            ours=f"{column} {table6.values.loc[worse, column]:.1f} vs {table6.values.loc[better, column]:.1f} "
+                 f"({value:+.1f} points)",
+            note=f"our next worst row is {runner_up}" if worse == "w/o ALL" else ""))
     if SMART_ROW in table6.values.index:
         value, low, high = paired_metric_difference(table6, SMART_ROW, "Ours", column)
-        rows.append(Claim(notebook="05", paper="002", where="§4.3 (SMART)",
-                          claim="updating every target token each iteration (SMART) avoids the degeneration of refining "
-                                "only the low-confidence tokens",
-                          paper_value="less repetition with update-all", ours=f"{column} {table6.values.loc[SMART_ROW, column]:.1f} "
-                          f"(update all) vs {table6.values.loc['Ours', column]:.1f} (masked only), {value:+.1f} points",
-                          low=low, high=high, value=value, method=method, n=table6.n, direction=-1, trained=True,
-                          figure="figures/05_ablation.png", quantity=f"{column}(update all) - {column}(masked only)"))
+        rows.append(table["openltg.smart.lr_n.update_all"].measured(
+            value, low, high, method, table6.n, plateau=plateau,
+            ours=f"{column} {table6.values.loc[SMART_ROW, column]:.1f} (update all) vs "
+                 f"{table6.values.loc['Ours', column]:.1f} (masked only), {value:+.1f} points"))
     return rows
 
 
-def _table6_metric_claims(table6: Table6Scores, settings: OpenLTGSettings) -> list[Claim]:
+def _table6_metric_claims(table: dict, table6: Table6Scores, plateau=None) -> list[ledger.Claim]:
     """Table 6's other columns: what removing DSWA or LTD does to B-1, R-L, D-4 and PPL, each in the direction the
-    paper's own row moves on ``settings.paper_dataset`` (whether that is better or worse is Table 4's arrow,
-    :data:`PAPER_BETTER`), with a paired bootstrap over the same prompts."""
-    dataset, paper = settings.paper_dataset, PAPER_TABLE6[settings.paper_dataset]
+    paper's own row moves (whether that is better or worse is Table 4's arrow, :data:`PAPER_BETTER`), with a paired
+    bootstrap over the same prompts."""
     rows = []
-    for ablation, strategy in (("w/o DSWA", "DSWA"), ("w/o LTD", "LTD")):
-        for metric, column in TABLE6_OTHER_COLUMNS.items():
-            gap = paper[ablation][column] - paper["Ours"][column]
-            direction = 1 if gap > 0 else -1
-            better = "better" if direction == PAPER_BETTER[metric] else "worse"
+    for ablation in ("w/o DSWA", "w/o LTD"):
+        for metric in TABLE6_OTHER_COLUMNS:
             value, low, high = paired_metric_difference(table6, ablation, "Ours", metric)
-            rows.append(Claim(
-                notebook="05", paper="002", where=f"§5.3, Table 6 ({metric})",
-                claim=f"removing {strategy} {'raises' if direction > 0 else 'lowers'} {metric} ({better}: "
-                      f"{metric} is better {'higher' if PAPER_BETTER[metric] > 0 else 'lower'}, Table 4)",
-                paper_value=f"{metric} {paper[ablation][column]:.2f} vs {paper['Ours'][column]:.2f} ({dataset}, {gap:+.2f})",
+            rows.append(table[f"openltg.table6.{METRIC_IDS[metric]}.{ABLATION_IDS[ablation]}"].measured(
+                value, low, high, f"paired bootstrap over {table6.n} prompts", table6.n, plateau=plateau,
                 ours=f"{metric} {table6.values.loc[ablation, metric]:.1f} vs {table6.values.loc['Ours', metric]:.1f} "
-                     f"({value:+.1f})",
-                low=low, high=high, value=value, method=f"paired bootstrap over {table6.n} prompts", n=table6.n,
-                direction=direction, trained=True, figure="figures/05_ablation.png",
-                quantity=f"{metric}({ablation}) - {metric}(Ours)"))
+                     f"({value:+.1f})"))
     return rows
 
 
-def _speed_claim(speed_rows: list[dict], settings: OpenLTGSettings, speed_device: str) -> Claim:
+def _speed_claim(table: dict, speed_rows: list[dict], settings: OpenLTGSettings, speed_device: str) -> ledger.Claim:
     top, longest = max(settings.speed_iterations), max(settings.speed_lengths)
     samples = speed_ratio_samples(speed_rows, top, longest)
     ratio, low, high = metrics.seed_interval(samples)
     if low is None:
         low = high = ratio
-    return Claim(notebook="05", paper="002", where="§6.1, Fig. 5",
-                 claim=f"mask-predict (T = {top}) generates faster than AR with a KV cache at batch 1",
-                 paper_value=f"{PAPER_SPEED['speedup'][0]:.0f}-{PAPER_SPEED['speedup'][1]:.0f}× (A100, T = 8)",
-                 ours=f"{ratio:.2f}× at N = {longest} on {speed_device}",
-                 low=low, high=high, method=f"t over {len(samples)} timing seeds", n=len(samples), direction=1,
-                 threshold=1.0, n_seeds=len(samples), seed_values=tuple(samples), figure="figures/05_speed.png",
-                 quantity="mask-predict tokens/s / AR tokens/s")
+    return table["openltg.fig5.speedup"].measured(
+        ratio, low, high, f"t over {len(samples)} timing seeds", len(samples),
+        ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}", n_seeds=len(samples),
+        seed_values=tuple(samples))
 
 
-def _length_claim(lengths: LengthScores) -> Claim:
+def _length_claim(table: dict, lengths: LengthScores, plateau=None) -> ledger.Claim:
     difference, low, high = metrics.paired_difference_interval(lengths.errors["Prediction"], lengths.errors["Fixed"])
-    return Claim(notebook="05", paper="002", where="§6.2, Table 7",
-                 claim="the length predictor lands closer to the true length than the fixed length",
-                 paper_value=f"{PAPER_TABLE7['Prediction']} (predicted) vs {PAPER_TABLE7['Fixed']} (fixed), true "
-                             f"{PAPER_TABLE7['Ground truth']}",
-                 ours=f"mean |error| {lengths.table.loc['Prediction', 'mean |error|']:.1f} vs "
-                      f"{lengths.table.loc['Fixed', 'mean |error|']:.1f} tokens ({difference:+.1f})",
-                 low=low, high=high, value=difference, method=f"paired bootstrap over {lengths.n} prompts",
-                 n=lengths.n, direction=-1, trained=True, quantity="|error| predicted - |error| fixed")
+    return table["openltg.table7.length_error"].measured(
+        difference, low, high, f"paired bootstrap over {lengths.n} prompts", lengths.n, plateau=plateau,
+        ours=f"mean |error| {lengths.table.loc['Prediction', 'mean |error|']:.1f} vs "
+             f"{lengths.table.loc['Fixed', 'mean |error|']:.1f} tokens ({difference:+.1f})")

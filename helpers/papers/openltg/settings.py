@@ -67,3 +67,14 @@ SETTINGS = {
                              prompts="writingprompts", speed_repeats=3, length_train_prompts=10000,
                              length_test_prompts=4000),
 }
+
+
+def curve_points(profile) -> dict[str, int]:
+    """How many evaluations of each held-out curve notebook 05's declarations name (``Declared.curve``) fall in the
+    last half of training under ``profile``: the equivalence test (:func:`helpers.metrics.stopped_improving`) needs
+    :data:`helpers.metrics.STOP_MIN_POINTS` there. Notebook 05's trained rows rest on notebook 02's MNTP adapter,
+    whose run evaluates at step 0, every ``eval_every`` steps and at its last step
+    (:data:`helpers.training.MASKED_LM_RECIPES`)."""
+    from ..mntp import settings as mntp_settings
+
+    return mntp_settings.curve_points(profile)

@@ -142,7 +142,8 @@ _SMOKE = RepetitionSettings(
 # training seed per run (`make study` runs the notebook under three study seeds, :meth:`RepetitionSettings.for_seed`,
 # and each trained row becomes the seed mean with a t interval over them), 100 steps of 8 sentences of 5-12 words at lr
 # 1e-3 (5x the paper's, for so few steps) decayed linearly; validation F1 every 5 steps picks each run's weights (the
-# test split never picks) and gives the budget check six points in the last quarter of training. Two training processes
+# test split never picks) and gives the budget check (`curve_points`) ten evaluations in the last half of training
+# (steps 55..100; the step-0 evaluation is skipped). Two training processes
 # of one torch thread each. r = 4, 8 at full depth and the other exits are left to the gpu profile; the frozen-feature
 # probe covers every layer for r = 0 and 1.
 _CPU = RepetitionSettings(
@@ -175,3 +176,24 @@ _PAPER = RepetitionSettings(
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
 SETTINGS = {"smoke": _SMOKE, "cpu": _CPU, "gpu": _GPU, "paper": _PAPER}
+
+
+# Every tagger's held-out curve: validation F1 at each evaluation (``experiment.train_tagger`` records it as
+# "validation_f1" every ``eval_every`` steps and at the last step; step 0 is skipped, its head is untrained).
+TAGGER_CURVE = "tagger validation F1"
+
+
+def tagger_evaluation_steps(training: TaggerTraining) -> list[int]:
+    """The steps at which a tagger trained under ``training`` records its validation F1."""
+    every = training.eval_every
+    steps = set(range(every, training.steps + 1, every)) if every else set()
+    return sorted(steps | {training.steps})
+
+
+def curve_points(profile) -> dict[str, int]:
+    """For each held-out curve notebook 04's trained claims rest on, how many evaluations fall in the last half of
+    training under ``profile`` (the window :func:`helpers.metrics.stopped_improving` fits; it needs
+    :data:`helpers.metrics.STOP_MIN_POINTS`). Computed from the settings, as the equivalence test selects them."""
+    from ... import metrics
+
+    return {TAGGER_CURVE: metrics.points_in_window(tagger_evaluation_steps(SETTINGS[getattr(profile, "name", profile)].training))}

@@ -133,10 +133,33 @@ def test_the_fine_tune_trains_once_and_is_reloaded_from_its_run_folder(tmp_path,
     moved = [not torch.equal(a, b) for a, b in zip(backend.model.parameters(), tuned.backend.model.parameters())]
     assert any(moved)  # the LoRA changed the merged weights ...
     assert all(not p.requires_grad for p in backend.model.parameters())  # ... of a copy: the backend is untouched
+    # the held-out curve: the fixed-mask Eq. 3 loss at step 0, every fine_tune_eval_every steps and the last, negated
+    evaluated = sorted({0, SMOKE.fine_tune_steps, *range(SMOKE.fine_tune_eval_every, SMOKE.fine_tune_steps + 1,
+                                                         SMOKE.fine_tune_eval_every)})
+    assert [step for step, _ in tuned.heldout_curve] == evaluated
+    assert all(np.isfinite(value) and value < 0 for _, value in tuned.heldout_curve)
     again = experiment.fine_tune(backend, profile, SMOKE, progress=False)
-    assert again.path == tuned.path and len(training.read_metrics(again.path)) == SMOKE.fine_tune_steps
+    assert again.path == tuned.path and again.heldout_curve == tuned.heldout_curve
+    assert len(training.read_metrics(again.path)) == SMOKE.fine_tune_steps + len(evaluated)
     for a, b in zip(tuned.backend.model.parameters(), again.backend.model.parameters()):
         torch.testing.assert_close(a, b)
     other = experiment.FineTuneKey.of(profile, replace(SMOKE, fine_tune_steps=3))
     assert store.run_dir_for(experiment.FINE_TUNE_RUN, other) != tuned.path
     assert experiment.FineTuneKey.of(profile, replace(SMOKE, num_prompts=9)) == tuned.key  # sampling sizes do not key it
+
+
+def test_the_held_out_loss_scores_the_same_masks_every_time_and_falls_with_a_better_model(tiny_smollm2):
+    """The fine-tune's held-out curve reads fixed batches (its masks drawn once), so two evaluations of one model
+    agree exactly; the loss is LLaDA Eq. 3's, the mean of :func:`mechanism.diffusion_loss` over the batches."""
+    profile = profiles.get("smoke")
+    batches = experiment.heldout_diffusion_batches(tiny_smollm2, profile, SMOKE)
+    again = experiment.heldout_diffusion_batches(tiny_smollm2, profile, SMOKE)
+    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(batches, again))
+    assert sum(len(batch["input_ids"]) for batch in batches) == SMOKE.fine_tune_eval_blocks
+    loss = experiment.heldout_diffusion_loss(tiny_smollm2.model, batches)
+    assert loss == experiment.heldout_diffusion_loss(tiny_smollm2.model, again) and np.isfinite(loss)
+    literal = np.mean([float(mechanism.diffusion_loss(tiny_smollm2.model, batch)["loss"]) for batch in batches])
+    assert loss == pytest.approx(literal, rel=1e-5)  # equal batches: the row-weighted mean is the plain mean
+    records = [{"step": 0, experiment.FINE_TUNE_HELDOUT_KEY: 3.0}, {"step": 1, "loss": 2.0},
+               {"step": 1, experiment.FINE_TUNE_HELDOUT_KEY: 2.5}]
+    assert experiment.fine_tune_heldout_curve(records) == [(0, -3.0), (1, -2.5)]  # oriented so training raises it

@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import profiles
+from helpers import metrics, profiles, training
 from helpers.papers.diffusion import experiment, settings
 
 
@@ -42,3 +42,15 @@ def test_a_study_seed_draws_the_fine_tune_and_the_samplers_and_keeps_the_prompts
     plain = settings.SETTINGS["cpu"]
     assert seeded.seed == 2 and seeded == replace(plain, seed=2)  # nothing else moves: same prompts, same blocks
     assert seeded.for_seed(0) == plain and plain.for_seed(0) is plain
+
+
+def test_the_curve_counts_follow_the_evaluation_cadence():
+    assert settings.evaluations_in_last_half(16, 1) == 9  # steps 8..16
+    assert settings.evaluations_in_last_half(16, 2) == 5  # 8, 10, 12, 14, 16: too few for the equivalence test
+    assert settings.evaluations_in_last_half(100, 0) == 1  # only the last step
+    assert settings.evaluations_in_last_half(100, 30) == 3  # 60, 90 and the last step
+    for name in ("cpu", "gpu", "paper"):
+        points = settings.curve_points(profiles.get(name))
+        recipe = training.MASKED_LM_RECIPES[name]
+        assert points[training.MNTP_HELDOUT_CURVE] == settings.evaluations_in_last_half(recipe.steps, recipe.eval_every)
+        assert points[settings.FINE_TUNE_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS

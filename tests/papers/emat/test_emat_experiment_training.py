@@ -105,7 +105,54 @@ def test_a_head_is_evaluated_evals_per_epoch_times_an_epoch_and_at_its_start_and
     records = experiment_training.train_head(head, tensors, loss_fn, evaluate, epochs=2, training_settings=training,
                                              run=run, progress=False, evals_per_epoch=3)
     assert sorted(record["step"] for record in records if "dev a@1" in record) == [0, 2, 4, 6, 8, 10, 12]
+    assert settings.evaluations_in_last_half(2, 3, 6) == len([step for step, _ in metrics.curve_points(records, "dev a@1")
+                                                              if step >= 6])  # what curve_points counts
     assert max(record["step"] for record in records) == 12
     with pytest.raises(ValueError, match="evals_per_epoch"):
         experiment_training.train_head(head, tensors, loss_fn, evaluate, epochs=2, training_settings=training,
                                        run=run, progress=False, evals_per_epoch=0)
+
+
+def test_emat_learns_planted_phrases_and_new_rows_only_leave_the_token_rows_as_the_masked_lms(tiny_mlm, tmp_path,
+                                                                                              monkeypatch):
+    """§4.1 on a planted case where the effect must appear: each phrase has its own context vector, and two phrases
+    share their first token ("Mr. Darcy", "Mr. Bennet"), so the masked LM's first-token ranking cannot tell them
+    apart. EMAT, trained by cross-entropy over the extended matrix through ``train_head``, must rank every phrase
+    first, its dev a@1 curve must rise (``report.curve_rose``), and with only the new rows trained the token rows
+    must stay the masked LM's own."""
+    import torch
+    import torch.nn.functional as F
+
+    from helpers.papers.emat import mechanism, report
+
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    phrases = ["Mr. Darcy", "Mr. Bennet", "Netherfield Park", "Lady Catherine"]
+    torch.manual_seed(0)
+    contexts = torch.randn(len(phrases), tiny_mlm.hidden_size)
+    which = torch.arange(len(phrases)).repeat(8)
+    hidden = contexts[which] + 0.1 * torch.randn(len(which), tiny_mlm.hidden_size)
+    gold = [phrases[index] for index in which.tolist()]
+    ids = [tiny_mlm.tokenizer(" " + phrase, add_special_tokens=False).input_ids for phrase in gold]
+    assert ids[0][0] == ids[1][0]  # one first token for both "Mr." phrases
+    training = dataclasses.replace(SETTINGS.training, batch_size=8, lr=0.05)
+
+    def loss_fn(model, batch):
+        return {"loss": F.cross_entropy(model(batch["hidden"]), batch["label"])}
+
+    for train_token_rows in (True, False):
+        emat = mechanism.build_emat(tiny_mlm, phrases, train_token_rows)
+        assert emat.phrases == phrases  # every phrase is several tokens: each gets a new row
+        token_rows = emat.token_matrix.detach().clone()
+        labels = mechanism.emat_labels(emat, tiny_mlm, gold, ids)
+        run = experiment_training.head_run(f"planted_{train_token_rows}", _Dataset(tmp_path / "dataset-planted"),
+                                           tiny_mlm, training)
+        records = experiment_training.train_head(
+            emat, {"hidden": hidden, "label": labels}, loss_fn,
+            lambda model: {"dev a@1": mechanism.accuracy(model.complete(hidden, 1), gold, (1,))[1]},
+            epochs=10, training_settings=training, run=run, progress=False, evals_per_epoch=2)
+        curve = metrics.curve_points(records, "dev a@1")
+        assert curve[-1][1] == 1.0 and curve[0][1] < 1.0 and report.curve_rose(records), curve
+        if not train_token_rows:
+            torch.testing.assert_close(emat.token_matrix, token_rows)
+        else:
+            assert not torch.equal(emat.token_matrix, token_rows)  # all rows trained, as the public matrix_plugin

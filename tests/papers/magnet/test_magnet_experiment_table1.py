@@ -1,5 +1,7 @@
 """MAGNET Table 1 (seed 000): word spans behind BOS, entity F1 from per-sentence counts, paired probe intervals, and
 probe studies that read the requested layer and shift."""
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -89,3 +91,33 @@ def test_the_claims_name_rows_the_readouts_define():
     assert set(roles.values()) <= set(readouts)
     assert readouts[roles["base_mid"]] == P.ProbeReadout("base", 15, shift=False)
     assert readouts[roles["step0"]] == P.ProbeReadout("step 0") and readouts[roles["magnet"]].shift
+
+
+def test_the_word_probe_beats_the_majority_tag_exactly_where_the_features_carry_the_tag(tiny):
+    """A planted case for Table 1's probe rows (§4.1 pooling with the i-1 shift, under the bidirectional mask): a tag
+    that is a function of the word is in the features, so the probe must beat the majority tag by far; a tag drawn at
+    random for every token is not, so the probe must not. A probe difference between two models then measures what
+    their features carry, not the probe."""
+    from helpers.data import LabelledSentence
+
+    model, tokenizer = tiny
+    nouns, verbs = ["cat", "dog", "bird", "horse"], ["ran", "sat", "flew", "slept"]
+    generator = random.Random(0)
+
+    def sentences(count, lexical):
+        out = []
+        for _ in range(count):
+            words = [generator.choice(nouns), generator.choice(verbs), generator.choice(nouns), generator.choice(verbs)]
+            tags = (["NOUN", "VERB", "NOUN", "VERB"] if lexical else [generator.choice(["NOUN", "VERB"]) for _ in words])
+            out.append(LabelledSentence(tuple(words), tuple(tags), ("O",) * 4, ("O",) * 4))
+        return out
+
+    settings = SETTINGS["smoke"]
+    readouts = {"MAGNET-style readout": P.ProbeReadout("m")}
+    gains = {}
+    for lexical in (True, False):
+        study = P.word_probe_study({"m": (model, M.bidirectional)}, readouts, tokenizer, sentences(40, lexical),
+                                   sentences(40, lexical), settings, progress=False)
+        gains[lexical] = study.difference("MAGNET-style readout", P.CHANCE_ROW, "POS")
+    assert gains[True][1] > 25  # the tag is in the features: the probe reads it, far above the majority tag
+    assert gains[False][1] < 0 < gains[False][2]  # nothing to read: the interval holds the majority tag

@@ -2,8 +2,10 @@
 import numpy as np
 import pytest
 
+from helpers import claims as ledger
+from helpers import metrics, training
 from helpers.papers.magnet import experiment_table1 as P
-from helpers.papers.magnet import report
+from helpers.papers.magnet import report, settings
 
 
 def _study(n=6):
@@ -60,14 +62,14 @@ def test_fig6_rows_test_magnets_trend_against_a_stated_margin_and_llm2vecs_rise_
     curves = {"MAGNET": _curve([0.30, 0.301, 0.299, 0.300, 0.302, 0.300]),
               "LLM2Vec-style": _curve([0.10, 0.20, 0.31, 0.39, 0.50])}
     rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
-                         rows=P.claim_rows(middle=1), curves=curves, plateau=(0.0, -0.001, 0.001, 50))
+                         rows=P.claim_rows(middle=1), curves=curves, heldout=_stopped())
     magnet, llm2vec = [row for row in rows if row.where == "Fig. 6"]
     assert magnet.margin == pytest.approx(flat) and magnet.margin_source.startswith("ours:")
     assert magnet.low > -flat and magnet.high < flat and magnet.verdict == "reproduced"  # flat within the margin
     assert llm2vec.value == pytest.approx(0.0099 * 40, rel=0.05) and llm2vec.verdict == "reproduced"  # slope per step x 40 steps
     rising = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
                            rows=P.claim_rows(middle=1), curves={"MAGNET": _curve([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])},
-                           plateau=(0.0, -0.001, 0.001, 50))
+                           heldout=_stopped())
     trend = next(row for row in rising if row.where == "Fig. 6")
     assert trend.low > flat and trend.verdict != "reproduced"  # a clear trend: not "no trend"
     # a curve of two evaluations has no residual to put an interval on: no row
@@ -76,16 +78,58 @@ def test_fig6_rows_test_magnets_trend_against_a_stated_margin_and_llm2vecs_rise_
                 if row.where == "Fig. 6"]
 
 
+def _stopped():
+    """A held-out accuracy curve that rose and then stopped: 21 evaluations, flat over the last half."""
+    return [(5 * k, 0.4 - 0.3 * 0.5 ** k + 0.0001 * (-1) ** k) for k in range(21)]
+
+
+def _still_rising():
+    """A held-out accuracy curve still rising at the same pace at its last step."""
+    return [(5 * k, 0.1 + 0.01 * k + 0.0001 * (-1) ** k) for k in range(21)]
+
+
 def test_the_budget_check_reaches_every_row_that_rests_on_magnets_training():
-    still = (0.01, 0.005, 0.015, 100)
     rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
-                         rows=P.claim_rows(middle=1), curves={"MAGNET": _curve([0.3, 0.4, 0.5])}, plateau=still)
-    carrying = [row for row in rows if row.plateau == still]
+                         rows=P.claim_rows(middle=1), curves={"MAGNET": _curve([0.3, 0.4, 0.5])},
+                         heldout=_still_rising(), mntp_heldout=_stopped())
+    carrying = [row for row in rows if row.plateau and row.plateau["curve"] == settings.MAGNET_HELDOUT_CURVE]
     assert {row.where for row in carrying} == {"Table 1", "Table 1 (middle layer)", "Table 4", "Table 5, Fig. 6", "Fig. 6"}
+    assert all(row.plateau["points"] == [list(point) for point in _still_rising()] for row in carrying)
     assert all(row.verdict != "not reproduced" and row.still_improving for row in carrying)
     # Fig. 6's MAGNET trend lies wholly beyond its margin here: the row says why it is not "not reproduced"
     trend = next(row for row in carrying if row.where == "Fig. 6")
-    assert trend.low > trend.margin and "still improving at 100 steps (slope 0.01 [0.005, 0.015])" in trend.verdict_text
+    assert trend.low > trend.margin and "still improving at 100 steps" in trend.verdict_text
+    # the rows resting on notebook 02's MNTP adapter carry its held-out curve, here stopped
+    on_mntp = [row for row in rows if row.plateau and row.plateau["curve"] == training.MNTP_HELDOUT_CURVE]
+    assert {row.id for row in on_mntp} == {"magnet.table1.pos.mntp_vs_step0",
+                                          *(f"magnet.table5.{metric}.llm2vec_vs_base.{prefixes}"
+                                            for metric in ("rep_4", "rep_sen")
+                                            for prefixes in ("five_word_prefixes", "sentence_prefixes"))}
+    assert all(not row.still_improving for row in on_mntp)
+    # every trained row declares a curve, and the one it carries is that curve
+    assert all(row.plateau["curve"] == report.CLAIMS[row.id].curve for row in rows if row.plateau)
+    assert all(report.CLAIMS[key].curve for key, entry in report.CLAIMS.items() if entry.trained)
+
+
+def test_every_row_is_declared_and_every_declaration_is_emitted():
+    curves = {"MAGNET": _curve([0.3, 0.3, 0.3, 0.31]), "LLM2Vec-style": _curve([0.1, 0.2, 0.4])}
+    rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                         rows=P.claim_rows(middle=1), curves=curves, heldout=_stopped(), mntp_heldout=_stopped())
+    assert [row.id for row in rows] == list(report.CLAIMS)  # each declared id once, in the declarations' order
+    for row in rows:
+        declared = report.CLAIMS[row.id]
+        assert (row.quantity, row.kind, row.check, row.dataset, row.trained) == (
+            declared.quantity, declared.kind, declared.check, declared.dataset, declared.trained)
+    assert not ledger.missing_checks(report.CLAIMS)  # every check names an existing test
+    decided = [entry for entry in report.CLAIMS.values() if entry.kind in ledger.DECIDED]
+    assert all(entry.check for entry in decided)
+    # the reference rows are counted apart from the paper's findings
+    assert {key for key, entry in report.CLAIMS.items() if entry.kind == ledger.REFERENCE} == {
+        "magnet.table1.pos.step0_vs_base", "magnet.table1.pos.mntp_vs_step0", "magnet.table1.pos.middle_layer_vs_base"}
+    # at the cpu profile every decided row can reach either verdict: both held-out curves have enough evaluations
+    cpu = settings.curve_points("cpu")
+    assert all(entry.reaches_either_verdict(cpu) for entry in decided)
+    assert all(count >= metrics.STOP_MIN_POINTS for count in cpu.values())
 
 
 def test_verdicts_follow_the_one_rule_for_each_kind_of_row():
@@ -138,20 +182,35 @@ def test_table_paper_lookups_read_paper():
     assert list(report.ablation_table(_study()).index) == list(report.TABLE6_ROWS)
 
 
-def test_magnet_beats_llm2vec_style_mntp_only_where_that_baseline_beats_the_untrained_bidirectional_model():
+def test_magnet_beats_llm2vec_style_mntp_only_where_that_baseline_beats_the_causal_base():
+    """Table 1's own comparison: LLM2Vec-style [MNTP] is above the base on every task (POS 92.61 against 91.53), so
+    the MNTP baseline counts only where its probe beats the base's on that task, never because it beats step 0."""
     names = P.claim_rows(middle=1)
 
-    def central_rows(mntp_correct, step0_correct, magnet_correct=10.0):
+    def central_rows(mntp_correct, base_correct, step0_correct=0.0, magnet_correct=10.0):
         study = _study()
-        for row, correct in ((names["mntp"], mntp_correct), (names["step0"], step0_correct),
-                             (names["magnet"], magnet_correct)):
+        for row, correct in ((names["mntp"], mntp_correct), (names["base"], base_correct),
+                             (names["step0"], step0_correct), (names["magnet"], magnet_correct)):
             for task in P.PROBE_TASKS:
                 study.counts[row][task]["correct"] = np.full(study.n, correct)
         rows = report.claims(infilling=_infilling(), generations=_generations(), probes=study, rows=names)
-        return [row for row in rows if "LLM2Vec-style MNTP's" in row.claim]
+        return [row for row in rows if row.id.endswith(".vs_llm2vec_mntp")]
 
-    working = central_rows(mntp_correct=6.0, step0_correct=3.0)  # MNTP lifts POS above step 0
+    working = central_rows(mntp_correct=6.0, base_correct=3.0)  # MNTP above the causal base
     assert len(working) == 3 and all(row.baseline_works is True and row.verdict == "reproduced" for row in working)
-    broken = central_rows(mntp_correct=3.0, step0_correct=6.0)  # MNTP below its untrained start: a broken baseline
+    broken = central_rows(mntp_correct=3.0, base_correct=6.0)  # MNTP above step 0 but below the causal base
     assert all(row.baseline_works is False and row.verdict == "inconclusive" for row in broken)
     assert all("was not shown to work" in row.verdict_text for row in broken)
+    assert all("step 0" not in report.CLAIMS[row.id].baseline_must_beat for row in broken)
+
+
+def test_magnets_raise_margin_counts_only_where_the_llm2vec_style_adaptation_raised_repetition():
+    rows = report.claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                         rows=P.claim_rows(middle=1))
+    by_id = {row.id: row for row in rows}
+    raised = by_id["magnet.table5.rep_4.llm2vec_vs_base.five_word_prefixes"]
+    margin = by_id["magnet.table5.rep_4.magnet_raise_margin.five_word_prefixes"]
+    assert margin.baseline_works is (raised.low > 0)
+    # the synthetic LLM2Vec-style texts repeat no sentence: no Rep-Sen raise, so its margin cannot be decided
+    rep_sen = by_id["magnet.table5.rep_sen.magnet_raise_margin.five_word_prefixes"]
+    assert rep_sen.baseline_works is False and rep_sen.verdict == "inconclusive"

@@ -29,5 +29,17 @@ def test_curve_every_must_keep_fig6s_first_and_last_points_on_evaluation_steps()
     for bad in (3, 0):  # not a multiple of eval_every; not positive
         with pytest.raises(ValueError, match=f"curve_every={bad}"):
             MagnetSettings(**options, curve_every=bad)
-    cpu = SETTINGS["cpu"]  # the budget check keeps six held-out points in the last quarter; Fig. 6 keeps 6 points
+    cpu = SETTINGS["cpu"]  # the budget check keeps 11 held-out points in the last half; Fig. 6 keeps 6 points
     assert cpu.total_steps // cpu.eval_every + 1 == 21 and cpu.total_steps // cpu.curve_every + 1 == 6
+
+
+def test_curve_points_count_the_evaluations_in_the_last_half_of_training_from_the_settings():
+    from helpers import metrics, training
+    from helpers.papers.magnet.settings import MAGNET_HELDOUT_CURVE, curve_points
+
+    cpu = SETTINGS["cpu"]
+    steps = range(0, cpu.total_steps + 1, cpu.eval_every)
+    counted = curve_points("cpu")
+    assert counted[MAGNET_HELDOUT_CURVE] == len([s for s in steps if s >= cpu.total_steps / 2]) == 11
+    assert counted[training.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS  # notebook 02's MNTP run, every 5 steps
+    assert curve_points(profiles.get("smoke")) == curve_points("smoke")

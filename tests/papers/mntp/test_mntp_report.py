@@ -3,7 +3,8 @@ the App. E sentence computed from it."""
 import numpy as np
 import pytest
 
-from helpers.papers.mntp import report
+from helpers import claims, metrics, training
+from helpers.papers.mntp import report, settings
 
 
 def test_loss_slope_sees_a_falling_loss():
@@ -24,7 +25,7 @@ def test_claims_are_paired_by_block_and_refuse_different_selections():
     assert [r.verdict for r in rows][1] == "inconclusive" and rows[0].n == 6
     assert rows[0].ours == f"{100 * (11 - 6) / 21:+.1f}" and rows[0].low <= 100 * 5 / 21 <= rows[0].high
     assert rows[1].n == 10 and float(rows[1].ours) == pytest.approx(-1.0) and rows[1].high < 0  # still falling
-    assert "still falling" in rows[1].claim
+    assert "still falling" in rows[1].note and rows[1].kind == "measurement"
     with pytest.raises(ValueError, match="different selections"):
         report.claims(runs, {"MNTP": hits["MNTP"], "MTP": (hits["MTP"][0][:5], hits["MTP"][1][:5])})
 
@@ -50,3 +51,38 @@ def test_the_summary_and_sentence_follow_the_records():
     assert "MNTP ends above MTP (0.300 vs 0.150)" in text and text.endswith("The finding is reproduced.")
     with pytest.raises(ValueError, match="runs\\['MTP'\\] has no training or evaluation records"):
         report.run_summary({"MTP": [{"step": 1, "loss": 1.0}]})
+
+
+def _hits():
+    counts = np.array([4.0, 3.0, 5.0, 2.0, 4.0, 3.0])
+    return {"MNTP": (np.array([2.0, 1.0, 3.0, 1.0, 2.0, 2.0]), counts),
+            "MTP": (np.array([1.0, 1.0, 2.0, 0.0, 1.0, 1.0]), counts)}
+
+
+def test_every_row_is_declared_and_every_declaration_is_emitted():
+    runs = {name: _records([3 - 0.1 * s for s in range(20)], [0.1 + 0.01 * k for k in range(21)], every=1)
+            for name in ("MNTP", "MTP")}
+    rows = report.claims(runs, _hits())
+    assert [row.id for row in rows] == list(report.CLAIMS)
+    for row in rows:
+        declared = report.CLAIMS[row.id]
+        assert (row.quantity, row.kind, row.check, row.dataset) == (declared.quantity, declared.kind, declared.check,
+                                                                   declared.dataset)
+    assert not claims.missing_checks(report.CLAIMS)  # every check names an existing test
+
+
+def test_the_fig7_row_carries_the_mntp_runs_held_out_curve_and_can_reach_either_verdict():
+    accuracies = [0.1 + 0.3 * (1 - 0.5 ** k) for k in range(21)]  # rises, then flat
+    losses = [3 - 0.05 * s + 0.01 * (-1) ** s for s in range(20)]
+    runs = {"MNTP": _records(losses, accuracies, every=1), "MTP": _records(losses, [0.1] * 21, every=1)}
+    row = report.claims(runs, _hits())[0]
+    assert row.trained and row.plateau["curve"] == training.MNTP_HELDOUT_CURVE
+    assert row.plateau["points"] == [[step, value] for step, value in metrics.curve_points(runs["MNTP"], "eval_accuracy")]
+    assert row.stopping.stopped and not row.still_improving
+    # the cpu recipe records enough evaluations in the last half of training for the equivalence test
+    cpu = settings.curve_points("cpu")
+    assert cpu[training.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
+    assert report.CLAIMS[row.id].reaches_either_verdict(cpu)
+    recipe = settings.SETTINGS["cpu"]
+    assert cpu[training.MNTP_HELDOUT_CURVE] == len([s for s in range(0, recipe.steps + 1, recipe.eval_every)
+                                                    if s >= recipe.steps / 2])

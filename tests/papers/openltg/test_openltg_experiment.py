@@ -24,6 +24,53 @@ def test_function_word_share_counts_stop_words_and_punctuation():
     assert share == pytest.approx(0.3 + 0.2 + 0.1 + 0.05)
 
 
+class PlantedTokenizer:
+    """100 tokens: ids 0-49 carry the high-probability region, ids 50-99 the tail; decoded with GPT-2's leading
+    space, as a subword tokenizer gives them."""
+
+    def __init__(self, words):
+        self.words = words
+
+    def decode(self, ids):
+        return "".join(" " + self.words[i] for i in ids)
+
+
+def test_function_word_share_is_the_function_word_mass_of_the_top_50_candidates():
+    """§3.3, Fig. 2: "the function words dominate the high probability regions (from 35% to 45%)", the region being
+    the top 50 candidates of the output distribution (Fig. 2's histogram) at the first iteration. On a planted
+    distribution the share is the function words' and punctuation's mass among the top 50, over the top 50's mass,
+    under the raw softmax (T = 1): the tail's function words, however many, do not count."""
+    function = ["the", "of", ",", ".", "to", "it", "and", "a", "was", "her"]
+    content = [f"garden{i}" for i in range(40)]
+    tail = ["in", "that", "!", "he", "she"] * 10  # function words only, outside the top 50
+    words = function + content + tail
+    logits = torch.cat([torch.linspace(6.0, 4.0, 10), torch.linspace(5.0, 3.0, 40), torch.full((50,), 2.5)])
+    probs = torch.softmax(logits, -1)
+    top = probs[:50]
+    expected = float(top[:10].sum() / top.sum())
+    share = experiment.function_word_share(PlantedTokenizer(words), logits)  # top_k=50, T = 1 by default
+    assert share == pytest.approx(expected, rel=1e-6)
+    assert 0.35 < expected < 0.45  # a planted bad case inside the paper's band
+    everything = experiment.function_word_share(PlantedTokenizer(words), logits, top_k=100)
+    assert everything == pytest.approx(float((probs[:10].sum() + probs[50:].sum()) / probs.sum()), rel=1e-6)
+    assert everything > 0.45  # counting the tail would leave the band: the region is the top 50 only
+    assert [experiment.is_function_word(" " + word) for word in ("the", ",", "...", "Emma", "garden3")] == \
+        [True, True, True, False, False]
+
+
+def test_table6_ablations_switch_off_exactly_the_strategy_they_name():
+    """§5.3's Table 6: Ours uses LTD and DSWA; w/o LTD keeps DSWA, w/o DSWA keeps LTD, w/o ALL drops both; every
+    other setting (T, β, top-p, Eq. 7's constants, the update rule) stays as in Ours."""
+    from helpers.papers.openltg import mechanism
+
+    base = mechanism.DecodeConfig(iterations=8, beta=1.8, top_p=0.9, fixed_window=64)
+    rows = experiment.ablation_configs(base)
+    assert {name: (rows[name].ltd, rows[name].dswa) for name in experiment.ABLATIONS} == {
+        "Ours": (True, True), "w/o DSWA": (True, False), "w/o LTD": (False, True), "w/o ALL": (False, False)}
+    for name, config in rows.items():
+        assert replace(config, ltd=True, dswa=True, update_all=False) == base, name
+
+
 def test_speed_ratios_divide_by_ar_at_the_same_length():
     rows = [{"method": "AR", "iterations": 0, "length": 64, "tokens_per_s": 10.0},
             {"method": "AR", "iterations": 0, "length": 128, "tokens_per_s": 8.0},

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from helpers import masks as M
-from helpers import profiles
+from helpers import metrics, profiles, training
 from helpers.papers.openltg import settings
 
 
@@ -27,3 +27,20 @@ def test_dswa_constants_come_from_the_shared_masks_module():
         config = entry.decode_config()
         assert (config.fixed_window, config.alpha_min, config.alpha_max) == (entry.fixed_window, entry.alpha_min,
                                                                              entry.alpha_max)
+
+
+def test_curve_points_count_notebook_02s_evaluations_in_the_last_half_of_training():
+    """Every held-out curve the declarations name gets a count; the cpu profile records enough for the equivalence
+    test, and the count follows the recipe (evaluations at step 0, every eval_every steps and the last step)."""
+    from helpers.papers.openltg import report
+
+    named = {declared.curve for declared in report.CLAIMS.values() if declared.curve}
+    for name in profiles.PROFILE_NAMES:
+        counts = settings.curve_points(profiles.get(name))
+        assert set(counts) == named == {training.MNTP_HELDOUT_CURVE}
+        recipe = training.MASKED_LM_RECIPES[name]
+        steps = sorted({*range(0, recipe.steps, recipe.eval_every), recipe.steps})
+        assert counts[training.MNTP_HELDOUT_CURVE] == sum(step >= recipe.steps / 2 for step in steps)
+    assert settings.curve_points(profiles.get("cpu"))[training.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
+    assert all(declared.reaches_either_verdict(settings.curve_points(profiles.get("cpu")))
+               for declared in report.CLAIMS.values() if declared.kind == "finding" and not declared.regime)

@@ -1,4 +1,6 @@
 """Sequence repetition's Table 2 (seed 003): speedups timed trial by trial, and the two §4.5 statements as rows."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -33,17 +35,25 @@ def test_table2_rows_follow_the_rule_and_need_a_sane_timer_to_refute():
     depth = 30
     rows = report._speed_claims(_trials(depth, (1.5, 1.6, 1.55), (0.99, 1.01, 1.0)), depth, "cpu (2 threads)", "figures/04_")
     faster, matches = rows
-    assert faster.threshold == 1.0 and faster.direction == 1 and faster.verdict == "reproduced"
+    assert [row.id for row in rows] == ["sr.table2.r1_exit19", "sr.table2.r2_exit24"]
+    assert faster.threshold == 1.0 and faster.direction == 1
     assert matches.margin == report.SPEED_MARGIN and matches.margin_source.startswith("ours:")
-    assert matches.verdict == "reproduced" and "1.00x" in matches.ours
+    assert "1.00x" in matches.ours and not faster.confound
     assert "1.51x" in faster.paper_value and "0.98x" in matches.paper_value  # Table 2's own cells
-    # far from the base's time with a timer that orders r=1 at full depth below the base: not reproduced
+    # a CPU timing of a GPU table: the regime is declared on both rows, so neither can be decided, on either side
+    assert all(row.regime == report.SPEED_REGIME and "GPU" in row.regime for row in rows)
+    assert [row.verdict for row in rows] == ["inconclusive", "inconclusive"]
     slow = report._speed_claims(_trials(depth, (0.6, 0.62, 0.61), (0.45, 0.46, 0.44)), depth, "cpu", "figures/04_")
-    assert [row.verdict for row in slow] == ["not reproduced", "not reproduced"] and slow[1].check
-    # a timer that does not order them: no refutation, only an inconclusive row
+    assert [row.verdict for row in slow] == ["inconclusive", "inconclusive"] and not slow[0].confound
+    # without the regime, the rule would decide them: reproduced on the paper's side, not reproduced beyond it
+    undecided = lambda row: claims.Claim(**{**dataclasses.asdict(row), "regime": "", "verdict": ""})  # noqa: E731
+    assert [undecided(row).verdict for row in rows] == ["reproduced", "reproduced"]
+    assert [undecided(row).verdict for row in slow] == ["not reproduced", "not reproduced"]
+    # a timer that does not order r=1 at full depth below the base confounds both rows
     blind = report._speed_claims(_trials(depth, (0.6, 0.62, 0.61), (0.45, 0.46, 0.44), full_r1=(1.2, 1.1, 1.3)),
                                  depth, "cpu", "figures/04_")
-    assert [row.verdict for row in blind] == ["inconclusive", "inconclusive"]
+    assert all("timer does not order" in row.confound for row in blind)
+    assert [undecided(row).verdict for row in blind] == ["inconclusive", "inconclusive"]
     assert all(row.quantity.endswith("(scaled)") and not row.trained for row in rows)
     assert report._speed_claims({}, depth, "cpu", "figures/04_") == []
     assert all(isinstance(row, claims.Claim) for row in rows)

@@ -64,3 +64,114 @@ def test_f1_comparison_pairs_seeds_and_sentences():
     expected = metrics.seeds_with_examples_interval([100.0, 0.0, 0.0], halves)
     assert (found["value"], found["low"], found["high"]) == pytest.approx(expected)
     assert found["low"] < 0 < 100 < found["high"]  # three seeds that disagree this much settle nothing
+
+
+# --------------------------------------------------------------------------- the claims table
+
+DEPTH = 32  # the paper's depth: exit@19 and exit@24 are our exits too
+STEPS = list(range(5, 101, 5))
+TAGS = [("B-NP", "I-NP", "O"), ("O", "B-NP"), ("B-NP", "O", "B-NP"), ("B-NP", "I-NP"), ("O", "B-NP", "O"),
+        ("B-NP", "O")]
+
+
+def saturating(step: int, top: float = 80.0) -> float:
+    return top - 40.0 * 0.8 ** step  # flat long before the last half of training
+
+
+def rising(step: int) -> float:
+    return 40.0 + 0.4 * step  # still climbing at the last step
+
+
+def _tagging():
+    sentences = [EncodedSentence((1,) * len(t), tuple(range(len(t))), ("w",) * len(t), t) for t in TAGS]
+    return TaggingData("chunks", ("O", "B-NP", "I-NP"), sentences, sentences, sentences, PAD)
+
+
+def _run(kind, r, exit_layer, seed, perfect, curve=saturating):
+    predictions = [list(t) for t in TAGS] if perfect else [["O"] * len(t) for t in TAGS]
+    return {"task": "chunks", "strategy": Strategy(kind, r, exit_layer).label, "kind": kind, "r": r,
+            "exit_layer": exit_layer, "seed": seed, "test_f1": 1.0 if perfect else 0.0,
+            "validation_f1": 0.9 if perfect else 0.1, "test_predictions": predictions,
+            "evaluations": [[step, curve(step) / 100 + seed / 1000] for step in STEPS]}
+
+
+def _inputs(r1_beats_r0: bool = True, curves: dict | None = None):
+    """Every input notebook 04's claims read: block-share views, fine-tuned taggers (r = 0, 1, 2, 4, 8, both
+    unmasking baselines, exits 19 and 24 for r = 1, 2, 4, 8; two seeds), the probe and Table 2's timings."""
+    import numpy as np
+    import pandas as pd
+
+    from helpers.papers.sequence_repetition.mechanism import SHARE_VIEWS
+
+    curves = curves or {}
+    specs = [("sr", r, None) for r in (0, 1, 2, 4, 8)] + [("middle", 0, None), ("full", 0, None)]
+    specs += [("sr", r, layer) for layer in (19, 24) for r in (1, 2, 4, 8)]
+    rows = [_run(kind, r, layer, seed, perfect=(kind, r) != ("sr", 0) or not r1_beats_r0,
+                 curve=curves.get((kind, r, layer), saturating))
+            for kind, r, layer in specs for seed in (5, 29)]
+    rng = np.random.default_rng(0)
+    views = {view: {r: rng.uniform(0.1 * r, 0.1 * r + 0.05, (8, 4)) for r in (0, 1, 2, 4, 8)} for view in SHARE_VIEWS}
+    gold = [list(t) for t in TAGS]
+    good = metrics.entity_counts(gold, gold)
+    bad = metrics.entity_counts(gold, [["O"] * len(t) for t in TAGS])
+    probe = {r: [good if r > 0 else bad for _ in range(DEPTH + 1)] for r in (0, 1, 2, 4, 8)}
+    speed = {(19, 1): (1.2, 1.25, 1.22), (24, 2): (0.97, 0.99, 1.0), (DEPTH, 1): (0.5, 0.52, 0.51),
+             (DEPTH, 0): (1.0, 1.0, 1.0)}
+    return views, [pd.DataFrame(rows)], _tagging(), probe, speed
+
+
+def _claims(**options):
+    views, results, tagging, probe, speed = _inputs(**options)
+    return report.claims(views, results, tagging, probe, DEPTH, speed=speed, speed_device="cpu")
+
+
+def test_every_row_is_declared_and_every_declaration_is_emitted():
+    from helpers import claims
+
+    rows = _claims()
+    ids = [row.id for row in rows]
+    assert len(ids) == len(set(ids)) and set(ids) == set(report.CLAIMS)
+    for row in rows:
+        entry = report.CLAIMS[row.id]
+        assert (row.quantity, row.kind, row.check, row.dataset, row.regime) == (
+            entry.quantity, entry.kind, entry.check, entry.dataset, entry.regime)
+    assert claims.missing_checks(report.CLAIMS) == []
+    by_id = {row.id: row for row in rows}
+    # every tagging row names the silver data; only the fine-tuned ones rest on training
+    tagging_rows = [row for row in rows if row.id.startswith(("sr.fig2", "sr.table1", "sr.fig5"))]
+    assert all("spaCy silver noun-chunk" in row.dataset and "not CoNLL03" in row.dataset for row in tagging_rows)
+    assert all(row.trained == (".probe." not in row.id) for row in tagging_rows)
+    assert all(row.kind == claims.REFERENCE for row in rows if ".probe." in row.id)
+    # Table 2 on a CPU: declared in another regime, never decided
+    assert all(by_id[i].regime and by_id[i].verdict == "inconclusive" for i in ("sr.table2.r1_exit19",
+                                                                                "sr.table2.r2_exit24"))
+
+
+def test_baselines_count_only_once_they_beat_the_causal_decoder():
+    by_id = {row.id: row for row in _claims()}
+    for claim_id in ("sr.fig2.r2_vs_r1", "sr.table1.sr_vs_middle", "sr.table1.sr_vs_full", "sr.fig5.exit19.r1",
+                     "sr.fig5.exit24.r8"):
+        assert by_id[claim_id].baseline and by_id[claim_id].baseline_works is True, claim_id
+    assert by_id["sr.fig5.exit19.r1"].verdict == "reproduced"  # exit matches a last layer that works
+    # r = 1 no better than r = 0: the exit rows' baseline (the r = 1 tagger at full depth) is not shown to work
+    tied = {row.id: row for row in _claims(r1_beats_r0=False)}
+    for claim_id in ("sr.fig2.r2_vs_r1", "sr.fig5.exit19.r1", "sr.table1.sr_vs_middle"):
+        assert tied[claim_id].baseline_works is False and tied[claim_id].verdict == "inconclusive", claim_id
+    assert "baseline check" in tied["sr.fig5.exit19.r1"].note
+    assert not tied["sr.fig2.r1_vs_r0"].baseline  # r = 1 against r = 0 is the paper's comparison itself
+
+
+def test_fine_tuned_rows_carry_the_claimed_taggers_validation_curve_or_the_one_still_moving():
+    from helpers.papers.sequence_repetition.settings import TAGGER_CURVE
+
+    by_id = {row.id: row for row in _claims()}
+    r1 = by_id["sr.fig2.r1_vs_r0"].plateau
+    assert r1["curve"] == f"{TAGGER_CURVE}: SR r=1 (chunks)"
+    # the mean over the two seeds (5 and 29) at every evaluated step, x100
+    assert r1["points"] == [[step, pytest.approx(saturating(step) + 1.7)] for step in STEPS]
+    assert by_id["sr.fig2.r1_vs_r0"].stopping.stopped
+    assert by_id["sr.fig5.exit19.r1"].plateau["curve"] == f"{TAGGER_CURVE}: SR r=1, exit@19 (chunks)"
+    # the claimed tagger has stopped but the other is still climbing: the row reads the moving one (conservative)
+    moving = {row.id: row for row in _claims(curves={("sr", 0, None): rising})}
+    assert moving["sr.fig2.r1_vs_r0"].plateau["curve"] == f"{TAGGER_CURVE}: SR r=0 (chunks)"
+    assert not moving["sr.fig2.r1_vs_r0"].stopping.stopped

@@ -39,3 +39,18 @@ def test_profiles_and_the_memory_fit_read_the_nested_training_settings():
     work = memory.workload("04", profiles.get("gpu"))
     recipe = SETTINGS["gpu"].training
     assert (work.micro_batch, work.grad_accum) == (recipe.batch_size, recipe.grad_accum)
+
+
+def test_curve_points_count_the_validation_evaluations_in_the_last_half_of_training():
+    from helpers import metrics
+    from helpers.papers.sequence_repetition import report
+    from helpers.papers.sequence_repetition.settings import TAGGER_CURVE, curve_points, tagger_evaluation_steps
+
+    cpu = SETTINGS["cpu"].training
+    assert tagger_evaluation_steps(cpu) == list(range(5, 101, 5))  # every 5 of 100 steps; step 0 is skipped
+    assert curve_points("cpu") == {TAGGER_CURVE: 10} and curve_points("cpu")[TAGGER_CURVE] >= metrics.STOP_MIN_POINTS
+    points = [(step, 1.0) for step in tagger_evaluation_steps(cpu)]
+    assert metrics.stopped_improving(points).points == curve_points("cpu")[TAGGER_CURVE]
+    assert {entry.curve for entry in report.CLAIMS.values() if entry.trained} == {TAGGER_CURVE}
+    assert all(entry.reaches_either_verdict(curve_points("cpu")) for entry in report.CLAIMS.values()
+               if entry.trained)
