@@ -23,6 +23,17 @@ def session_start() -> float:
     return SESSION_START
 
 
+def load_script(name: str):
+    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def names_the_argument(call, argument: str, value: str | None) -> None:
     """The bad-input contract of every public entry point: ``call()`` raises ValueError naming ``argument`` (as a
     word of its own) and, when given, showing ``value``."""

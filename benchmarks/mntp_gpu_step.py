@@ -8,6 +8,8 @@ FLOPs per token are counted two ways:
 
     python benchmarks/mntp_gpu_step.py [--batch 8] [--length 512] [--peak-tflops 989]
     python benchmarks/mntp_gpu_step.py --tiny      # a CPU-sized shape, to check the script itself
+    python benchmarks/mntp_gpu_step.py --compile --fused-adamw   # torch.compile of the model, fused AdamW: run it
+                                                                  # beside the plain command on the same machine
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the LoRA model (warm-up steps compile it)")
+    parser.add_argument("--fused-adamw", action="store_true", help="AdamW(fused=True): one kernel for the update")
     args = parser.parse_args()
     device = get_device()
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -56,7 +60,10 @@ def main() -> None:
     batch = O.make_batch("mntp", ids.cpu(), torch.ones_like(ids.cpu()), mask_id=5, vocab_size=shape["vocab_size"],
                          special_ids=(0, 1, 2), generator=torch.Generator().manual_seed(0))
     batch = O.to_device(batch, device)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4,
+                                  **({"fused": True} if args.fused_adamw else {}))
+    if args.compile:
+        model = torch.compile(model)
 
     def one_step():
         loss = O.masked_lm_loss(model, batch)["loss"]
@@ -79,7 +86,8 @@ def main() -> None:
     lora_flops = tokens * (4 * parameters + 2 * attention)
     full_flops = tokens * (6 * parameters + 3 * attention)
     peak = peak_tflops(device, args.peak_tflops)
-    print(f"device {device_label(device)}, {dtype}, "
+    switches = ", ".join(name for name, on in (("compiled", args.compile), ("fused AdamW", args.fused_adamw)) if on)
+    print(f"device {device_label(device)}, {dtype}{', ' + switches if switches else ''}, "
           f"{parameters / 1e9:.2f}B parameters, batch {args.batch} x L={args.length}")
     print(f"step {seconds * 1e3:.1f} ms, {tokens / seconds:,.0f} tokens/s")
     for label, flops in (("LoRA step (4N + attention)", lora_flops), ("6N + attention", full_flops)):

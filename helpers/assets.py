@@ -72,7 +72,7 @@ def required_for(profile, notebook: str | None = None) -> list[str]:
     from . import profiles
 
     needed = []
-    if profile.model_name in (profiles.EMBEDDED_MODEL, profiles.TINY_RANDOM_MODEL):
+    if profile.model_name in (profiles.EMBEDDED_MODEL, profiles.TINY_RANDOM_MODEL) or profiles.is_random_model(profile):
         needed.append("embedded model")
     if profile.corpus == "austen":
         needed.append("Austen corpus")

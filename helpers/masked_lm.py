@@ -76,10 +76,15 @@ class MaskedLM:
     kind: str = "masked-lm"
 
     def __init__(self, model, tokenizer, mask_id: int | None, *, banned_ids: Sequence[int] = (), pad_id: int | None = None,
-                 context_tokens: int = 64, name: str = ""):
+                 context_tokens: int = 64, name: str = "", reader: bool = False):
         self.model, self.tokenizer = model, tokenizer
-        # None: a reader that only scores given sequences (notebook 03's objectives and readouts), never masks one.
-        self.mask_id = None if mask_id is None else int(mask_id)
+        # None, only with reader=True (:meth:`reader`): one that scores given sequences (notebook 03's objectives and
+        # readouts) and never masks one. Anything else that writes or samples masks needs the id.
+        if mask_id is None and not reader:
+            raise ValueError(f"mask_id=None: {type(self).__name__} needs the id of the mask token it writes into a "
+                             "sentence (masked_lm.load_masked_lm passes the adapter's); for a reader that only scores "
+                             f"given sequences, use {type(self).__name__}.reader(model, tokenizer)")
+        self.mask_id = None if mask_id is None else whole_number(mask_id, "mask_id", 0, "the mask token's id")
         self.context_tokens = whole_number(context_tokens, "context_tokens")  # per side, for encode_masked
         self.name = name or getattr(getattr(model, "config", None), "name_or_path", "") or type(model).__name__
         self._token_strings: list[str] | None = None
@@ -95,6 +100,12 @@ class MaskedLM:
         if pad_id is None:
             pad_id = self.mask_id if self.mask_id is not None else 0  # padded columns are masked out of attention
         self.pad_id = int(pad_id)
+
+    @classmethod
+    def reader(cls, model, tokenizer=None, **options):
+        """A backend without a mask token (``mask_id=None``): it scores given sequences only and refuses to mask one
+        (:meth:`encode_masked`)."""
+        return cls(model, tokenizer, None, reader=True, **options)
 
     # -- shape of the model
     @property
@@ -327,6 +338,9 @@ class MaskedLM:
     def features(self, sentences: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """The contextual embedding of the mask as the output matrix sees it (the output that predicts the mask,
         ``offset`` columns before it, through :meth:`output_transform`), float32, and the ids of the tokens before it."""
+        if isinstance(sentences, str) or not isinstance(sentences, Sequence) or len(sentences) == 0:
+            raise ValueError(f"sentences={str(sentences)[:60]!r} must be a non-empty list of sentences, each holding "
+                             f"{self.MASK_MARKER} once")
         encoded = [self.encode_masked(sentence) for sentence in sentences]
         hidden = self.hidden_at([ids for ids, _ in encoded], [position - self.offset for _, position in encoded])
         previous = torch.tensor([ids[position - 1] for ids, position in encoded], device=self.device)

@@ -318,8 +318,15 @@ def middle_unmasking(num_layers: int) -> list[Mask]:
 
 
 def check_layer(layer: int, num_layers: int, name: str = "layer") -> int:
-    """Validate a 0-based layer index."""
-    if int(layer) != layer or not 0 <= layer < num_layers:
+    """Validate a 0-based layer index: a whole number in 0..num_layers - 1 (a string or bool is refused by name)."""
+    try:
+        whole = not isinstance(layer, (bool, str)) and int(layer) == layer
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
+        raise ValueError(f"{name}={layer!r} must be a whole number, a layer index in 0..{num_layers - 1} "
+                         f"(the model has {num_layers} layers)")
+    if not 0 <= layer < num_layers:
         raise ValueError(f"{name}={layer!r} is out of range for a model with {num_layers} layers (0..{num_layers - 1})")
     return int(layer)
 

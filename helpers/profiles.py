@@ -6,6 +6,11 @@
 - ``paper``: the papers' models and hyperparameters (e.g. Llama-2-7B with QLoRA).
 
 The default is ``cpu``, or ``gpu`` when CUDA is present. An unknown value is an error.
+
+``WORKBOOK_MODEL=random:<shape>`` (:data:`RANDOM_MODELS`) swaps any profile's model for random weights of a real
+shape (SmolLM2-135M or SmolLM2-360M, with the embedded SmolLM2 tokenizer): offline, at the profile's sizes, for
+running every notebook where no weights can be fetched (a borrowed GPU). Such runs are keyed apart and never reach
+a claims ledger (``helpers.claims``).
 """
 from __future__ import annotations
 
@@ -24,6 +29,10 @@ DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 TINY_RANDOM_MODEL = "tiny-random:llama"
+MODEL_VAR = "WORKBOOK_MODEL"  # random:<shape>: random weights of a real shape in place of the profile's model
+RANDOM_PREFIX = "random:"
+# The random-weight models: the shape each one has (helpers.memory.KNOWN_SHAPES holds the sizes).
+RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
 
 
 @dataclass(frozen=True)
@@ -118,15 +127,45 @@ def dtype_override() -> str | None:
     return name
 
 
+def is_random_model(name) -> bool:
+    """Whether ``name`` (a model name, or a :class:`Profile`) is random weights of a real shape (``random:...``)."""
+    name = name.model_name if isinstance(name, Profile) else name
+    return isinstance(name, str) and name.startswith(RANDOM_PREFIX)
+
+
+def check_random_model(name: str, argument: str = "name") -> str:
+    """``name`` when it is one of :data:`RANDOM_MODELS`, else a ValueError naming ``argument`` and the known shapes."""
+    if name not in RANDOM_MODELS:
+        raise ValueError(f"{argument}={name!r} is not a known random-weight model; expected one of "
+                         f"{', '.join(RANDOM_MODELS)} (random weights of {', '.join(RANDOM_MODELS.values())}'s shape)")
+    return name
+
+
+def model_override() -> str | None:
+    """``WORKBOOK_MODEL``, one of :data:`RANDOM_MODELS` (None when unset or blank): an error names the variable."""
+    raw = os.environ.get(MODEL_VAR)
+    if raw is None or raw.strip() == "":
+        return None
+    name = raw.strip().lower()
+    if name not in RANDOM_MODELS:
+        raise ValueError(f"{MODEL_VAR}={raw!r} is not a known random-weight model; expected one of "
+                         f"{', '.join(RANDOM_MODELS)} (random weights of {', '.join(RANDOM_MODELS.values())}'s shape), "
+                         f"or unset for the profile's own model")
+    return name
+
+
 def current() -> Profile:
     """The profile selected by ``WORKBOOK_PROFILE`` (read once per call, parsed explicitly), with ``WORKBOOK_SEED``'s
-    seed and ``WORKBOOK_DTYPE``'s weight dtype when set. The profile's seed and dtype are part of every run key that
-    rests on them (MNTP and MTP's runs, MAGNET's, their adapters), so each seed of a study, and each dtype, trains and
-    finds its own runs; unset, nothing changes."""
+    seed, ``WORKBOOK_DTYPE``'s weight dtype and ``WORKBOOK_MODEL``'s random-weight model when set. The profile's
+    seed, dtype and model are part of every run key that rests on them (MNTP and MTP's runs, MAGNET's, their
+    adapters), so each seed of a study, each dtype and each model trains and finds its own runs; unset, nothing
+    changes."""
     profile = get(parse_profile_name(os.environ.get(ENV_VAR)))
-    seed, dtype = study_seed(), dtype_override()
+    seed, dtype, model = study_seed(), dtype_override(), model_override()
     if seed is not None:
         profile = profile.replace(seed=seed)
+    if model is not None:
+        profile = profile.replace(model_name=model)
     return profile if dtype is None else profile.replace(dtype=dtype)
 
 

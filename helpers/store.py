@@ -33,6 +33,34 @@ class CorruptFileError(ValueError):
     """A file the workbook wrote (or downloaded) cannot be read back as what it should be."""
 
 
+class WriteError(OSError):
+    """A write that failed (a full disk, a file-size limit, a read-only folder): the message names the path and
+    what is intact; ``errno`` is the failure's own (``errno.ENOSPC``, ``errno.EFBIG``, ...)."""
+
+
+def write_failure(error: BaseException) -> int | None:
+    """The ``errno`` of an I/O failure behind ``error`` (an ``OSError``, or a safetensors or torch error that wraps
+    one as "os error N"), else None: a failed write, as against a bug in what was being written."""
+    if isinstance(error, OSError):
+        return error.errno or 0
+    found = re.search(r"\(os error (\d+)\)", str(error))
+    return int(found[1]) if found else None
+
+
+def write_failed(path, error: BaseException, intact: str, again: str) -> WriteError:
+    """A :class:`WriteError` for a failed write of ``path``: "could not write <path> (No space left on device);
+    <intact>. Free space on that disk, then <again>". ``intact``: what the failure left as it was; ``again``: how
+    to go on once the cause is fixed."""
+    import errno
+
+    number = write_failure(error) or 0
+    reason = os.strerror(number) if number else f"{type(error).__name__}: {error}"
+    remedy = ("Free space on that disk" if number in (errno.ENOSPC, errno.EDQUOT) else
+              "Raise the file-size limit (ulimit -f)" if number == errno.EFBIG else
+              "Make that folder writable" if number in (errno.EACCES, errno.EPERM, errno.EROFS) else "Fix that")
+    return WriteError(number, f"could not write {path} ({reason}); {intact}. {remedy}, then {again}")
+
+
 # --------------------------------------------------------------------------- fingerprints
 
 
@@ -120,6 +148,24 @@ def exclusive(folder, what: str = "run folder"):
         yield folder
     finally:
         handle.close()  # closing releases the lock
+
+
+@contextlib.contextmanager
+def folder_lock(folder):
+    """Wait for, then hold, a lock on ``folder`` itself (``fcntl.flock`` on the folder, so no lock file is left in
+    it): the writers that take it, threads or processes, go one at a time. :func:`replace_dir`'s callers take it on
+    the parent of the folder they replace (``training.save_adapter``): two swaps of one folder at once would move
+    each other's copies aside."""
+    import fcntl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield folder
+    finally:
+        os.close(descriptor)  # closing releases the lock
 
 
 def holder_of(folder) -> str | None:
@@ -289,11 +335,37 @@ def write_json(path, value, **dump_options) -> Path:
     return Path(path)
 
 
+class _Writes:
+    """A file handle that keeps the ``OSError`` a write raised: torch reports one as a RuntimeError of its own
+    ("unexpected pos ..."), which :func:`save_torch` turns back into the ``OSError``."""
+
+    def __init__(self, handle):
+        self.handle, self.error = handle, None
+
+    def write(self, data):
+        try:
+            return self.handle.write(data)
+        except OSError as error:
+            self.error = error
+            raise
+
+    def flush(self):
+        return self.handle.flush()
+
+
 def save_torch(path, value) -> Path:
+    """``torch.save`` through :func:`atomic_write`; a failed write raises its ``OSError`` (not torch's RuntimeError),
+    and ``path`` keeps its previous contents."""
     import torch
 
     with atomic_write(path, "wb") as handle:
-        torch.save(value, handle)
+        writes = _Writes(handle)
+        try:
+            torch.save(value, writes)
+        except RuntimeError as error:
+            if writes.error is None:
+                raise
+            raise writes.error from error
     return Path(path)
 
 

@@ -88,15 +88,20 @@ def train(names: Sequence[str], profile_name: str, seed: int | None = None, *, m
     """Train each of ``names`` under the profile ``profile_name``; returns every run folder trained or found finished.
 
     Sets ``WORKBOOK_PROFILE`` first: the helpers that read the current profile (``models.load_model``'s dtype and
-    4-bit choice) then agree with the one named.
+    4-bit choice) then agree with the one named. The profile is then the notebooks' :func:`command_profile`
+    (``WORKBOOK_DTYPE``'s dtype and ``WORKBOOK_SEED``'s seed when set), so the command trains into the run folders a
+    notebook under the same variables uses: a bf16 and a float32 run never share a folder.
+    ``stop_after``: None, or a whole number >= 1.
     """
-    from . import profiles, training
+    from . import training
+    from .checks import whole_number
 
     unknown = [name for name in names if name not in TRAINERS]
     if unknown or not names:
         raise ValueError(f"names={list(names)!r}: expected one or more of {', '.join(TRAINERS)}")
-    profile = profiles.get(profile_name)
-    os.environ[profiles.ENV_VAR] = profile.name
+    if stop_after is not None:
+        whole_number(stop_after, "stop_after", 1, "the step to stop after; leave --stop-after out to train to the end")
+    profile = command_profile(profile_name)
     folders = []
     for name in names:
         options = {"micro_batch": micro_batch, "stop_after": stop_after}
@@ -107,6 +112,16 @@ def train(names: Sequence[str], profile_name: str, seed: int | None = None, *, m
             for folder in found:
                 print(f"[{name}] {describe_run(folder)}")
     return folders
+
+
+def command_profile(profile_name: str):
+    """The profile the command trains under: ``profile_name`` (set as ``WORKBOOK_PROFILE``) as the notebooks read it
+    (``profiles.current``), with ``WORKBOOK_DTYPE``'s weight dtype and ``WORKBOOK_SEED``'s seed when set. Its dtype
+    (``models.weight_dtype_name``) is part of every run key, so the folders follow it."""
+    from . import profiles
+
+    os.environ[profiles.ENV_VAR] = profiles.get(profile_name).name
+    return profiles.current()
 
 
 def describe_run(folder: Path) -> str:
@@ -166,6 +181,18 @@ def run_seeds(names: Sequence[str], profile_name: str, seeds: Sequence[int], par
     return codes
 
 
+def _step_number(text: str) -> int:
+    """``--stop-after``'s value: a whole number >= 1 (argparse names the option in its error)."""
+    try:
+        step = int(text)
+    except ValueError:
+        step = 0
+    if step < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1 (the step to stop after; leave "
+                                         "--stop-after out to train to the end)")
+    return step
+
+
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m helpers.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="+", choices=sorted(TRAINERS), metavar="name",
@@ -177,7 +204,8 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=1, help="with --seeds: at most this many at once (default 1)")
     parser.add_argument("--micro-batch", type=int, help="rows per micro-batch (the same rows per step, more "
                         "accumulation, so more processes have work; part of the run key)")
-    parser.add_argument("--stop-after", type=int, help="stop each run after this step, as an interruption would")
+    parser.add_argument("--stop-after", type=_step_number, help="stop each run after this step (>= 1), as an "
+                        "interruption would")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 

@@ -183,11 +183,19 @@ def save_checkpoint(run_dir: Path, model, optimizer, step: int) -> Path:
     """Adapter (trainable) weights, optimizer, step and RNG states in run_dir/checkpoint/state.pt.
 
     Written through ``store.save_torch`` (temporary file, fsync, rename), so the previous checkpoint stays in
-    place until the new one is complete: a crash at any point leaves one valid checkpoint.
+    place until the new one is complete: a crash at any point leaves one valid checkpoint. A failed write (a full
+    disk, a file-size limit) raises ``store.WriteError`` naming the file and what is intact.
     """
     target = Path(run_dir) / CHECKPOINT_DIR
-    store.save_torch(target / "state.pt", {"trainable": _trainable_state(model), "optimizer": optimizer.state_dict(),
-                                           "step": step, "rng": _rng_state()})
+    path, had = target / "state.pt", (target / "state.pt").exists()
+    try:
+        store.save_torch(path, {"trainable": _trainable_state(model), "optimizer": optimizer.state_dict(),
+                                "step": step, "rng": _rng_state()})
+    except OSError as error:
+        intact = ("the previous checkpoint there is intact (nothing half-written is left), and a rerun resumes from it"
+                  if had else "no checkpoint was written (nothing half-written is left): a rerun starts this run afresh")
+        raise store.write_failed(path, error, f"step {step}'s checkpoint was not saved; {intact}", "run again"
+                                 ) from error
     return target
 
 
@@ -579,19 +587,32 @@ def takes_step(evaluate: Callable) -> bool:
 
 ADAPTER_METADATA = "workbook.json"
 ADAPTER_FILES = ("adapter_config.json", ADAPTER_METADATA)
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # peft's weights file, either form
 
 
 def save_adapter(model, path, metadata: dict | None = None) -> Path:
     """Save a peft adapter (small) with its config, plus ``metadata`` (the settings it was trained with, e.g. the
     mask token) in workbook.json. The folder is replaced whole (``store.replace_dir``): weights and metadata are
     never out of step, and a crash leaves the previous adapter. Under ``accelerate launch`` the main process writes
-    it and the others wait (:func:`on_main_process`)."""
+    it and the others wait (:func:`on_main_process`). Saves are serialised by a lock on the folder that holds the
+    adapter (``store.folder_lock``, waiting its turn), so two processes saving one adapter at once both succeed. A
+    failed write (a full disk, a file-size limit) raises ``store.WriteError`` naming the folder and what is intact."""
     path = Path(path)
 
     def write():
-        with store.replace_dir(path) as scratch:
-            model.save_pretrained(scratch)
-            store.write_json(scratch / ADAPTER_METADATA, store.canonical_settings(metadata or {}), indent=1)
+        with store.folder_lock(path.parent):  # one save of this adapter at a time, across threads and processes
+            had = adapter_exists(path)
+            try:
+                with store.replace_dir(path) as scratch:
+                    model.save_pretrained(scratch)
+                    store.write_json(scratch / ADAPTER_METADATA, store.canonical_settings(metadata or {}), indent=1)
+            except Exception as error:
+                if store.write_failure(error) is None:
+                    raise
+                intact = "the previous adapter there is intact" if had else "no adapter was saved there"
+                raise store.write_failed(path, error, f"{intact} (nothing half-written is left), and the run "
+                                         "folder's checkpoint is untouched", "rerun the notebook or command that "
+                                         "trains it: it saves the adapter again without training") from error
 
     on_main_process(write)  # under accelerate launch every process holds the same adapter: one writes it
     return path
@@ -616,6 +637,9 @@ def load_adapter(model, path, expected: dict | None = None):
     if not (path / "adapter_config.json").exists():
         raise ValueError(f"path={str(path)!r} holds no adapter (adapter_config.json missing)")
     fix = f"Delete {path} and rerun the notebook that trains it."
+    if not any((path / name).is_file() for name in ADAPTER_WEIGHTS):  # else peft looks for it on the Hub
+        raise store.CorruptFileError(f"{path / ADAPTER_WEIGHTS[0]} is missing: the adapter at {path} has its config "
+                                     f"but no weights file; it is damaged or truncated. {fix}")
     if expected is not None:
         wanted = store.canonical_settings(expected)
         stored = adapter_metadata(path)
@@ -811,15 +835,16 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
     from . import objectives as O
 
     O.check_objective(objective)
-    if not isinstance(eval_batches, (list, tuple)) or not eval_batches:
-        raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (objectives.fixed_eval_batches)")
-    masking = masking or O.MaskingConfig()
-    mask = mask or M.bidirectional
     if not isinstance(train_blocks, torch.Tensor) or train_blocks.dim() != 2 or train_blocks.numel() == 0 \
             or train_blocks.is_floating_point():
         raise ValueError(f"train_blocks has shape {tuple(getattr(train_blocks, 'shape', ()))}; expected a non-empty "
                          "(blocks, length) tensor of token ids (data.token_blocks)")
-    models.check_fits(model, train_blocks.shape[1])
+    # the training blocks first: a block too long for the model is named as such, whatever else is wrong
+    models.check_fits(model, train_blocks.shape[1], "train_blocks' block length")
+    if not isinstance(eval_batches, (list, tuple)) or not eval_batches:
+        raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (objectives.fixed_eval_batches)")
+    masking = masking or O.MaskingConfig()
+    mask = mask or M.bidirectional
     O.check_mask_id(model, mask_id, tokenizer)
     peft_model = model if hasattr(model, "peft_config") else add_lora(model, lora, four_bit=four_bit, seed=config.seed)
     device = next(peft_model.parameters()).device

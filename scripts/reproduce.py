@@ -38,21 +38,39 @@ def costliest_cells(notebook, top: int = 3) -> list[tuple[float, int, str]]:
     return sorted(timed, key=lambda row: -row[0])[:top]
 
 
-def execute(path: Path, out_dir: Path, timeout: int) -> str | None:
-    """Run one notebook; keep its executed copy (of a failed run too) in ``out_dir``. Returns the error, or None."""
-    from helpers import store
-
+def execute(path: Path, out_dir: Path, timeout: int, executed: dict | None = None) -> str | None:
+    """Run one notebook; keep its executed copy (of a failed run too) in ``out_dir``, and the executed notebook in
+    ``executed[path.name]`` when given. Returns the error, or None; a copy that cannot be written (a full disk, a
+    file-size limit) is this notebook's error too, and the run goes on."""
     notebook = nbformat.read(path, as_version=4)
+    error = copy_error = None
     try:
         NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(path.parent)}}).execute()
-        return None
-    except Exception as error:  # a failing cell, a dead kernel, a timeout: report it, run the next notebook
-        if getattr(error, "ename", None):  # nbclient's CellExecutionError: the cell's own exception
-            return f"{error.ename}: {error.evalue}"
-        return f"{type(error).__name__}: {error}"
+    except Exception as failure:  # a failing cell, a dead kernel, a timeout: report it, run the next notebook
+        if getattr(failure, "ename", None):  # nbclient's CellExecutionError: the cell's own exception
+            error = f"{failure.ename}: {failure.evalue}"
+        else:
+            error = f"{type(failure).__name__}: {failure}"
     finally:
-        store.write_text(out_dir / path.name, nbformat.writes(notebook))
+        if executed is not None:
+            executed[path.name] = notebook
+        copy_error = write_copy(notebook, out_dir / path.name)
+    return "; ".join(part for part in (error, copy_error) if part) or None
+
+
+def write_copy(notebook, target: Path) -> str | None:
+    """Write an executed notebook to ``target`` (atomically); a failed write is returned as a message naming the
+    file and what is intact, never raised."""
+    from helpers import store
+
+    try:
+        store.write_text(target, nbformat.writes(notebook))
+        return None
+    except OSError as failure:
+        problem = store.write_failed(target, failure, "the notebook itself ran, and the copy there from an earlier "
+                                     "run, if any, is intact", "rerun this notebook")
+        return f"its executed copy was not saved: {problem}"
 
 
 def run(paths: list[Path], timeout: int = 3600) -> int:
@@ -63,11 +81,11 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     profile = profiles.current()
     out_dir = runs_dir() / "notebooks"
     print(f"profile: {profile.name}; executed copies in {out_dir}")
-    timings, failed = [], {}
+    timings, failed, executed = [], {}, {}
     for path in paths:
         start = time.perf_counter()
         print(f"running {path.name} ...", flush=True)
-        error = execute(path, out_dir, timeout)
+        error = execute(path, out_dir, timeout, executed)
         elapsed = time.perf_counter() - start
         timings.append((path.name, elapsed))
         if error:
@@ -79,7 +97,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     print(f"  {sum(t for _, t in timings):8.1f} s  total; figures in {figures_dir()}")
     print("\ncostliest cells (where each notebook's time went):")
     for name, _ in timings:
-        for seconds, index, first_line in costliest_cells(nbformat.read(out_dir / name, as_version=4)):
+        for seconds, index, first_line in costliest_cells(executed[name]):  # not read back: its copy may be missing
             print(f"  {seconds:8.1f} s  {name} cell {index}: {first_line[:90]}")
     finished = [path.name[:2] for path in paths if path.name not in failed]
     if profile.name == claims.LEDGER_PROFILE and finished and profile.dtype != profiles.get(profile.name).dtype:

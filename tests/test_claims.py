@@ -205,13 +205,34 @@ def _workbook(tmp_path, monkeypatch, readme_tail=""):
     # the synthetic rows here are no paper's declared claims; the declarations are checked on the real ledger
     monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
     monkeypatch.setattr(claims, "missing_checks", lambda declared=None, root=None: [])
+    monkeypatch.setattr(claims, "_PARAMETERS", {})  # a fresh kernel: no notebook's parameters cell has run
+    monkeypatch.setattr(claims, "_COMPUTED", {})
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "workbook")
     return tmp_path / "README.md"
+
+
+def _git(root, *arguments):
+    """git in the tmp workbook (a repository: claims record the commit, and gather checks it)."""
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *arguments],
+                          cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _params(notebook, profile="cpu"):
+    """The parameters notebook ``notebook``'s parameters cell registers, unedited, under ``profile``."""
+    from helpers import profiles
+
+    cfg = profiles.get(profile) if isinstance(profile, str) else profile
+    return claims.parameters(notebook, cfg, *claims.notebook_settings(notebook, cfg))
 
 
 def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
     _workbook(tmp_path, monkeypatch)
     rows = [claims.Claim(**ROW), claims.Claim(**{**ROW, "where": "Fig. 5", "high": 5.0})]
-    path = claims.record(rows, notebook="05", profile="cpu")
+    path = claims.record(rows, notebook="05", profile="cpu", parameters=_params("05"))
     assert path == tmp_path / "runs" / "claims" / "cpu" / "05.json"
     with pytest.raises(ValueError, match="notebook='04'"):
         claims.record(rows, notebook="04", profile="cpu")
@@ -251,13 +272,13 @@ def test_record_table_names_the_bad_argument(tmp_path, monkeypatch, change, argu
 
 def test_gather_writes_result_tables_and_keeps_those_of_notebooks_not_rerun(tmp_path, monkeypatch):
     readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("05_table6") + "\n\n" + _table_markers("06_table3") + "\n")
-    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu")
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
     path = claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"],
-                               note=TABLE["note"], profile="cpu")
+                               note=TABLE["note"], profile="cpu", parameters=_params("06"))
     assert path == tmp_path / "runs" / "claims" / "cpu" / "06_table3.json"
     assert claims.read_table(path) == claims.ResultTable(name="table3", **TABLE)
     claims.record_table("table6", ["row", "B-1"], [["LTD", "0.31 [0.2, 0.4]"]], notebook="05", title="Table 6",
-                        profile="cpu")
+                        profile="cpu", parameters=_params("05"))
     claims.gather()
     committed = claims.read_tables()
     assert [entry.key for entry in committed] == ["05_table6", "06_table3"]
@@ -274,7 +295,7 @@ def test_gather_writes_result_tables_and_keeps_those_of_notebooks_not_rerun(tmp_
     for stale in (tmp_path / "runs" / "claims" / "cpu").glob("05*.json"):
         stale.unlink()
     claims.record_table("table3", ["method", "a@1"], [["EMAT", "40.0 [35.0, 45.0]"]], notebook="06", title="Table 3",
-                        profile="cpu")
+                        profile="cpu", parameters=_params("06"))
     claims.gather(notebooks=["06"])
     committed = {entry.key: entry for entry in claims.read_tables()}
     assert committed["05_table6"].rows == (("LTD", "0.31 [0.2, 0.4]"),)
@@ -286,7 +307,7 @@ def test_check_detects_an_out_of_sync_result_table(tmp_path, monkeypatch):
     readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3", claims.TABLE_PLACEHOLDER) + "\n")
     claims.gather()
     assert claims.readme_is_current(readme)  # nothing gathered yet: the placeholder is the current block
-    claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu")
+    claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu", parameters=_params("06"))
     claims.gather()
     text = readme.read_text()
     assert claims.TABLE_PLACEHOLDER not in text and claims.readme_is_current(readme)
@@ -300,7 +321,7 @@ def test_check_detects_an_out_of_sync_result_table(tmp_path, monkeypatch):
 def test_gather_refuses_a_table_without_readme_markers_and_writes_nothing(tmp_path, monkeypatch):
     readme = _workbook(tmp_path, monkeypatch)
     before = readme.read_text()
-    claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu")
+    claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu", parameters=_params("06"))
     with pytest.raises(ValueError, match="06_table3:begin"):
         claims.gather()
     assert readme.read_text() == before and not (tmp_path / "claims").exists()
@@ -362,7 +383,7 @@ def test_claims_record_their_provenance_and_the_ledger_keeps_it(tmp_path, monkey
 
     _workbook(tmp_path, monkeypatch)
     path = claims.record([claims.Claim(**ROW)], notebook="05", profile=profiles.get("cpu"),
-                         runs={"generations": {"T": 8}}, seeds=[0, 1, 2])
+                         runs={"generations": {"T": 8}}, seeds=[0, 1, 2], parameters=_params("05"))
     origin = json.loads(path.read_text())["provenance"]
     assert origin["profile"] == "cpu" and origin["profile_fingerprint"] == store.fingerprint(profiles.get("cpu"))
     assert origin["runs"] == {"generations": store.fingerprint({"T": 8})} and origin["seeds"] == [0, 1, 2]
@@ -375,7 +396,8 @@ def test_gather_refuses_smoke_claims_filed_under_the_cpu_profile(tmp_path, monke
     from helpers import profiles
 
     _workbook(tmp_path, monkeypatch)
-    smoke = claims.record([claims.Claim(**ROW)], notebook="05", profile=profiles.get("smoke"))
+    smoke = claims.record([claims.Claim(**ROW)], notebook="05", profile=profiles.get("smoke"),
+                          parameters=_params("05", "smoke"))
     target = claims.claims_dir("cpu") / "05.json"
     target.parent.mkdir(parents=True)
     target.write_text(smoke.read_text().replace('"profile": "smoke",', '"profile": "cpu",', 1))  # renamed, not rerun
@@ -395,7 +417,7 @@ def test_gather_refuses_smoke_claims_filed_under_the_cpu_profile(tmp_path, monke
 
 def test_check_fails_on_ledger_rows_without_provenance(tmp_path, monkeypatch):
     _workbook(tmp_path, monkeypatch)
-    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu")
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
     claims.gather()
     assert claims.main(["--check"]) == 0
     ledger = json.loads(claims.ledger_path().read_text())
@@ -502,7 +524,7 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     for seed in (0, 1, 2):
         monkeypatch.setenv(profiles.SEED_VAR, str(seed))
-        path = claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current())
+        path = claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current(), parameters=_params("02", profiles.current()))
         assert path == claims.study_dir("cpu", seed) / "02.json"
     monkeypatch.delenv(profiles.SEED_VAR)
     assert all(claims.study_seed_is_done("cpu", seed, "02") for seed in (0, 1, 2))
@@ -511,7 +533,8 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
     assert combined[0].seed_values == (2.0, 3.0, 4.0)
     rows = claims.gather(study=True)
     assert rows[0].n_seeds == 3 and claims.provenance_problems() == []
-    claims.record([claims.Claim(**{**TRAINED, "value": 9.0, "low": 8.0, "high": 10.0})], "02", profiles.current())
+    claims.record([claims.Claim(**{**TRAINED, "value": 9.0, "low": 8.0, "high": 10.0})], "02", profiles.current(),
+                  parameters=_params("02", profiles.current()))
     after = claims.gather()  # a single-seed rerun: compared with the study, not written over it
     assert after == rows
     assert "9 OUTSIDE the study's seed range [2, 4] (3 seeds)" in capsys.readouterr().out
@@ -524,12 +547,13 @@ def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tm
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     for seed in (0, 1, 2):
         monkeypatch.setenv(profiles.SEED_VAR, str(seed))
-        claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current())
+        claims.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current(), parameters=_params("02", profiles.current()))
     monkeypatch.delenv(profiles.SEED_VAR)
     claims.record_study("cpu", [0, 1, 2], "02")
     study = claims.gather(study=True)
     monkeypatch.setenv(profiles.DTYPE_VAR, "bfloat16")
-    claims.record([claims.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})], "02", profiles.current())
+    claims.record([claims.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})], "02", profiles.current(),
+                  parameters=_params("02", profiles.current()))
     lines = claims.compare_with_ledger("cpu", ["02"])
     assert lines[0] == "notebook 02:" and "3.5 inside the study's seed range [2, 4] (3 seeds)" in lines[1]
     assert claims.read_rows(claims.ledger_path()) == study  # compared, not written
@@ -645,3 +669,145 @@ def test_most_findings_of_the_four_papers_can_reach_either_verdict():
     for entry in findings:
         if entry.trained and entry.curve:
             assert entry.curve in points, f"{entry.id}: its curve {entry.curve!r} has no evaluation count"
+
+
+# --- provenance that is checked: each planted file is refused by gather, in one line naming the notebook
+
+
+def test_gather_refuses_claims_from_a_commit_whose_code_differs_or_that_does_not_exist(tmp_path, monkeypatch):
+    _workbook(tmp_path, monkeypatch)
+    package = tmp_path / "helpers" / "papers" / "openltg"
+    package.mkdir(parents=True)
+    (package / "decode.py").write_text("STEPS = 4\n")
+    (tmp_path / "helpers" / "unrelated_notes.txt").write_text("")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "code")
+    path = claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    (tmp_path / "figures").mkdir()  # what the run writes itself does not make the tree dirty
+    (tmp_path / "figures" / "05_x.png").write_text("png")
+    assert json.loads(path.read_text())["provenance"]["dirty"] is False
+    (package / "decode.py").write_text("STEPS = 8\n")  # the notebook's code changes in a later commit
+    _git(tmp_path, "commit", "-q", "-am", "steps")
+    with pytest.raises(claims.ProvenanceError, match=r"notebook 05's claims were computed at commit \w{7}, and notebook "
+                                                     r"05's code has changed since \(helpers/papers/openltg/decode.py\); "
+                                                     r"rerun notebook 05"):
+        claims.gather()
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    claims.gather()  # rerun at HEAD: gathered
+    payload = json.loads(path.read_text())
+    payload["provenance"]["commit"] = "0" * 40
+    path.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError, match="commit '0{40}', which is not a commit of this repository"):
+        claims.gather()
+    assert claims.read_provenance()["05"]["commit"] == _git(tmp_path, "rev-parse", "HEAD")  # nothing written
+
+
+def test_gather_refuses_claims_under_other_notebook_parameters_or_none(tmp_path, monkeypatch):
+    from helpers import profiles
+
+    _workbook(tmp_path, monkeypatch)
+    cfg = profiles.get("cpu")
+    edited = dataclasses.replace(profiles.settings_for("openltg", cfg), seed=9)  # a setting edited in the cell
+    claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg, parameters=claims.parameters("05", cfg, edited))
+    with pytest.raises(claims.ProvenanceError, match="notebook 05's claims were computed under other notebook "
+                                                     "parameters .*; rerun notebook 05"):
+        claims.gather()
+    claims.record([claims.Claim(**ROW)], notebook="05", profile=cfg)
+    with pytest.raises(claims.ProvenanceError, match="record no notebook parameters"):
+        claims.gather()
+    # notebook 02 registers its masked-LM recipe and mask token
+    assert claims.expected_parameters("02", cfg) == store_fingerprint(cfg, claims.notebook_settings("02", cfg))
+    assert claims.notebook_settings("02", cfg)[1] == {"mask_token": "underscore"}
+
+
+def store_fingerprint(cfg, settings):
+    from helpers import store
+
+    return store.fingerprint([cfg, *settings])
+
+
+def _study(tmp_path, monkeypatch, notebook="02"):
+    from helpers import profiles
+
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    for seed in (0, 1, 2):
+        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
+        claims.record(_seeds([2.0 + seed])[0][:1], notebook, profiles.current(),
+                      parameters=_params(notebook, profiles.current()))
+    monkeypatch.delenv(profiles.SEED_VAR)
+    claims.record_study("cpu", [0, 1, 2], notebook)
+    return claims.claims_dir("cpu") / f"{notebook}.json"
+
+
+def test_a_study_form_file_is_rederived_from_its_seeds_and_refused_when_edited(tmp_path, monkeypatch):
+    _workbook(tmp_path, monkeypatch)
+    path = _study(tmp_path, monkeypatch)
+    original = path.read_text()
+    payload = json.loads(original)
+    payload["claims"][0]["low"], payload["claims"][0]["verdict"] = 2.9, ""  # moved by hand to a verdict it lacked
+    path.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError, match="notebook 02's seed-study file is not what its per-seed files give "
+                                                     r"\(rows .* differ"):
+        claims.gather(study=True)
+    path.write_text(original)
+    (claims.study_dir("cpu", 2) / "02.json").unlink()
+    with pytest.raises(claims.ProvenanceError, match="seed study cannot be re-derived: .*seed-2/02.json missing"):
+        claims.gather()
+    assert not claims.ledger_path().exists()
+
+
+def test_result_tables_carry_and_pass_the_claims_provenance(tmp_path, monkeypatch):
+    from helpers import profiles
+
+    readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3") + "\n")
+    arguments = dict(notebook="06", title=TABLE["title"])
+    smoke = claims.record_table("table3", TABLE["header"], TABLE["rows"], profile="smoke",
+                                parameters=_params("06", "smoke"), **arguments)
+    target = claims.claims_dir("cpu") / "06_table3.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(smoke.read_text().replace('"profile": "smoke"', '"profile": "cpu"'))  # renamed, not rerun
+    with pytest.raises(claims.ProvenanceError, match="the rows of notebook 06's result table table3 were computed under other cpu-profile"):
+        claims.gather()
+    payload = json.loads(target.read_text())
+    del payload["provenance"]  # a table from before provenance, or written by hand
+    target.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError, match="the rows of notebook 06's result table table3 record no provenance"):
+        claims.gather()
+    claims.record_table("table3", TABLE["header"], TABLE["rows"], profile=profiles.get("cpu"), **arguments)
+    with pytest.raises(claims.ProvenanceError, match="record no notebook parameters"):
+        claims.gather()
+    claims.record_table("table3", TABLE["header"], TABLE["rows"], profile="cpu", parameters=_params("06"), **arguments)
+    claims.gather()
+    assert "35.0 [30.1, 40.2]" in readme.read_text()
+
+
+def test_the_readme_says_each_notebooks_commit_and_check_only_reads(tmp_path, monkeypatch, capsys):
+    readme = _workbook(tmp_path, monkeypatch)
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    claims.gather()
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    assert f"Computed at (per notebook): 05 at `{head[:7]}`, its code unchanged when gathered." in readme.read_text()
+    (tmp_path / "notebooks" / "05_ltd.ipynb").write_text("{}")  # the notebook's code changes after the gather
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "edit")
+    assert claims.main(["--check"]) == 0  # stale is shown, not a failure
+    assert "stale (not a failure): notebook 05: computed at " in capsys.readouterr().out
+    with pytest.raises(claims.ProvenanceError, match="code has changed since"):
+        claims.gather()  # its claims file is HEAD~1's
+    (claims.claims_dir("cpu") / "05.json").unlink()
+    claims.gather()  # gathered without notebook 05: its rows are kept, and shown stale
+    assert "05 at `" + head[:7] + "`: **stale** (its code changed since: notebooks/05_ltd.ipynb)" in readme.read_text()
+    assert claims.readme_is_current(readme)
+    journal = claims.ledger_path().with_name(".gather.journal.json")
+    journal.write_text("{}")  # a gather interrupted: --check reports it and writes nothing
+    before = {path: path.read_bytes() for path in (readme, claims.ledger_path(), journal)}
+    assert claims.main(["--check"]) == 1 and "interrupted gather" in capsys.readouterr().out
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_the_committed_ledgers_redeclared_blocks_are_shown_stale_and_check_passes_on_staleness():
+    code = claims.ledger_code()
+    assert code and all(entry.get("redeclared") == "scripts/redeclare_ledger.py" for entry in code.values())
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "01 at `7c4c718`, rebuilt since by `scripts/redeclare_ledger.py` under the current declarations: **stale**" in text
+    assert claims.provenance_problems() == []  # the ledger against itself: stale code is no inconsistency

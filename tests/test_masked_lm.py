@@ -39,7 +39,7 @@ def test_the_loader_refuses_a_name_that_is_neither_mntp_nor_a_model():
 
 def test_an_mntp_decoder_reads_column_l_from_output_l_minus_1_and_refuses_column_0():
     model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
-    reader = MNTPDecoder(model, tokenizer, None)
+    reader = MNTPDecoder.reader(model, tokenizer)
     ids = torch.randint(10, 1000, (1, 6), generator=torch.Generator().manual_seed(1))
     hidden = reader.hidden_states(ids, torch.ones_like(ids), mask=masks.bidirectional)
     logits = reader.logits_at(hidden, torch.tensor([0]), torch.tensor([3]))
@@ -51,7 +51,7 @@ def test_an_mntp_decoder_reads_column_l_from_output_l_minus_1_and_refuses_column
 
 def test_token_logits_convert_a_bf16_head_once_and_again_when_it_changes():
     model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype=torch.bfloat16, seed=0)
-    reader = MNTPDecoder(model, tokenizer, None)
+    reader = MNTPDecoder.reader(model, tokenizer)
     head = model.get_output_embeddings().weight
     features = torch.randn(3, head.shape[1], generator=torch.Generator().manual_seed(2))
     with torch.no_grad():

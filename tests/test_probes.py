@@ -17,6 +17,9 @@ from helpers import training
 from helpers.papers import openltg
 from helpers.papers import sequence_repetition as repetition
 from helpers.papers.emat import experiment_data as emat_data, mechanism as emat_mechanism
+from helpers.masked_lm import MNTPDecoder
+from helpers.papers.diffusion import mechanism as diffusion
+from helpers.papers.lecture import figures as lecture_figures
 
 INF, NAN = float("inf"), float("nan")
 
@@ -40,6 +43,10 @@ def ids(length=8, batch=1):
 
 def logits(rows=2, vocab=50):
     return torch.randn(rows, vocab, generator=torch.Generator().manual_seed(0))
+
+
+def decoder():
+    return MNTPDecoder(model(), tokenizer(), 5)
 
 
 def generator():
@@ -273,6 +280,42 @@ PROBES = [
     ("rank_candidates mismatch", lambda: emat_mechanism.rank_candidates(torch.randn(2, 3), ["a", "b"], 1), "candidates", None),
     ("split_at_mask no marker", lambda: emat_data.split_at_mask("no marker here"), "sentence", None),
     ("length_class empty", lambda: emat_mechanism.length_class([]), "phrase_ids", "[]"),
+    # the public entry points that used to fail later or deep inside: each names its argument
+    ("MNTPDecoder mask_id None", lambda: MNTPDecoder(model(), tokenizer(), mask_id=None), "mask_id", "None"),
+    ("MNTPDecoder string mask_id", lambda: MNTPDecoder(model(), tokenizer(), "a"), "mask_id", "'a'"),
+    ("check_layer string", lambda: masks.check_layer("a", 4), "layer", "'a'"),
+    ("attention_view string layer", lambda: lecture_figures.attention_view(
+        {"causal": torch.rand(2, 2, 3, 3)}, ["a", "b", "c"], layer="a"), "layer", "'a'"),
+    ("attention_view string head", lambda: lecture_figures.attention_view(
+        {"causal": torch.rand(2, 2, 3, 3)}, ["a", "b", "c"], head="a"), "head", "'a'"),
+    ("sr_attention_figure string layer", lambda: repetition.figures.sr_attention_figure(
+        {"attention": torch.rand(2, 4, 4), "n": 2, "r": 1}, tokenizer(), layer="a"), "layer", "'a'"),
+    ("check_exit_layer string", lambda: repetition.check_exit_layer("a", 4), "exit_layer", "'a'"),
+    ("mask_predict string seed", lambda: openltg.mask_predict(decoder(), [ids(4)[0]], 2, seed="a"), "seed", "'a'"),
+    ("autoregressive_generate string seed", lambda: openltg.autoregressive_generate(model(), [ids(4)[0]], 2, seed="a"),
+     "seed", "'a'"),
+    ("diffusion sample string seed", lambda: diffusion.sample(decoder(), [ids(4)[0]], 8, seed="a"), "seed", "'a'"),
+    ("diffusion_bound string seed", lambda: diffusion.diffusion_bound(decoder(), ids(8, 2), samples=1, seed="a"),
+     "seed", "'a'"),
+    ("mask_predict text prompts", lambda: openltg.mask_predict(decoder(), "Once upon a time", 2), "prompts",
+     "'Once upon a time'"),
+    ("autoregressive_generate text prompts", lambda: openltg.autoregressive_generate(model(), "Once upon", 2),
+     "prompts", "'Once upon'"),
+    ("diffusion sample text prompt in a list", lambda: diffusion.sample(decoder(), ["Once upon"], 8), "prompts[0]",
+     "'Once upon'"),
+    ("mask_predict prompt id beyond the vocabulary", lambda: openltg.mask_predict(
+        decoder(), torch.tensor([1, 2, 10 ** 6]), 2), "prompts[0]", "1000000"),
+    ("autoregressive_generate prompt id beyond the vocabulary", lambda: openltg.autoregressive_generate(
+        model(), [torch.tensor([1, 2, 10 ** 6])], 2), "prompts[0]", "1000000"),
+    ("diffusion sample negative prompt id", lambda: diffusion.sample(decoder(), [torch.tensor([1, -3])], 8),
+     "prompts[0]", "-3"),
+    ("features empty sentences", lambda: decoder().features([]), "sentences", "[]"),
+    ("naive_complete empty sentences", lambda: emat_mechanism.naive_complete(decoder(), None, [], 3), "sentences", "[]"),
+    ("collate empty sentences", lambda: repetition.experiment_data.collate([], ["O"], 0), "sentences", None),
+    ("masked_lm_experiment too long a block, no eval batches", lambda: training.masked_lm_experiment(
+        model(), tokenizer(), objective="mntp", train_blocks=ids(model().config.max_position_embeddings + 1, 2),
+        eval_batches=[], config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5),
+     "train_blocks", None),
 ]
 
 

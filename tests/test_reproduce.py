@@ -1,6 +1,5 @@
 """scripts/reproduce.py (``make reproduce``): a notebook that fails is named, the ones that finished are gathered,
 and the run exits non-zero; executed copies go under the workbook root, not the script's checkout."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +10,7 @@ import nbformat
 import pytest
 
 from helpers import claims
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,10 +30,13 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     (root / "helpers").mkdir()
     (root / "pyproject.toml").touch()
     (root / "README.md").write_text(f"before\n{claims.README_BEGIN}\n{claims.README_END}\nafter\n")
-    row = ("from helpers import claims\n"
+    for arguments in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workbook"]):  # claims name a commit
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *arguments],
+                       cwd=root, check=True, capture_output=True)
+    row = ("from helpers import claims, profiles\n"
            "claims.record([claims.Claim(notebook='01', paper='001', where='Fig. 1', claim='a claim', paper_value='1',"
            " ours='1', low=None, high=None, method='exact', n=None, kind=claims.DEFINITION, holds=True)], notebook='01',"
-           " profile='cpu')")
+           " profile='cpu', parameters=claims.parameters('01', profiles.get('cpu'), *claims.notebook_settings('01', 'cpu')))")
     good = _notebook(root / "notebooks" / "01_good.ipynb", row)
     bad = _notebook(root / "notebooks" / "02_bad.ipynb", "raise RuntimeError('this notebook breaks')")
     env = {**os.environ, "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "cpu"}
@@ -56,10 +59,7 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
 
 
 def _reproduce_module():
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("reproduce")
 
 
 def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_untimed_cells():
@@ -76,3 +76,48 @@ def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_un
     costliest_cells = _reproduce_module().costliest_cells
     assert costliest_cells(notebook, top=2) == [(120.25, 1, "# the slow cell"), (30.0, 2, "# the middle cell")]
     assert [index for _, index, _ in costliest_cells(notebook, top=10)] == [1, 2, 0]
+
+
+def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_run_goes_on(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """A full disk while writing 02's executed copy: 02 is reported failed (naming the file and what is intact),
+    03 still runs, the times and costliest cells are printed, and the finished notebooks are gathered."""
+    import errno
+
+    from helpers import store
+
+    module = _reproduce_module()
+    ran, gathered = [], []
+
+    class Kernel:  # stands in for nbclient: "executes" a notebook without a kernel
+        def __init__(self, notebook, **options):
+            self.notebook = notebook
+
+        def execute(self):
+            ran.append(self.notebook.cells[0].source)
+
+    real_write = store.write_text
+
+    def write_text(path, text):
+        if Path(path).name.startswith("02_"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(path, text)
+
+    monkeypatch.setattr(module, "NotebookClient", Kernel)
+    monkeypatch.setattr(store, "write_text", write_text)
+    monkeypatch.setattr(claims, "gather", lambda notebooks: gathered.extend(notebooks) or [])
+    monkeypatch.setattr(claims, "headline", lambda rows: "headline")
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setenv("WORKBOOK_PROFILE", "cpu")
+    monkeypatch.delenv("WORKBOOK_DTYPE", raising=False)
+    (tmp_path / "notebooks").mkdir()
+    notebooks = [_notebook(tmp_path / "notebooks" / f"0{n}_x.ipynb", f"x = {n}") for n in (1, 2, 3)]
+    assert module.run(notebooks) == 1
+    out, err = capsys.readouterr()
+    assert ran == ["x = 1", "x = 2", "x = 3"]  # the notebook after the failed write ran
+    copy = tmp_path / "runs" / "notebooks" / "02_x.ipynb"
+    assert (f"02_x.ipynb: its executed copy was not saved: [Errno {errno.ENOSPC}] could not write {copy} (No space "
+            "left on device); the notebook itself ran") in err
+    assert "02_x.ipynb  FAILED" in out.split("notebook times:")[1] and "costliest cells" in out
+    assert gathered == ["01", "03"]  # the gather ran, without the failed notebook
+    assert sorted(path.name for path in copy.parent.iterdir()) == ["01_x.ipynb", "03_x.ipynb"]

@@ -2,6 +2,7 @@
 import os
 import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -333,3 +334,41 @@ def test_one_writer_per_run_folder_and_no_stale_lock_after_a_kill(tmp_path, lock
         time.sleep(0.05)
     with store.exclusive(tmp_path, "training run"):  # the kernel released the killed holder's lock
         assert f"pid {os.getpid()}" in (tmp_path / store.LOCK_FILE).read_text()
+
+def test_a_torch_save_under_a_file_size_limit_raises_the_oserror_and_keeps_the_old_file(tmp_path):
+    """torch reports a failed write as a RuntimeError of its own ("unexpected pos ..."); save_torch gives back the
+    OSError (here EFBIG), so that callers can name the file and what is intact."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import errno, resource, torch
+        from helpers import store
+        path = store.save_torch({str(tmp_path / "state.pt")!r}, {{"w": torch.zeros(10)}})
+        before = path.read_bytes()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) * 4, resource.RLIM_INFINITY))
+        try:
+            store.save_torch(path, {{"w": torch.zeros(100000)}})
+        except OSError as error:
+            print("ERRNO", errno.errorcode[error.errno])
+        print("INTACT", path.read_bytes() == before, sorted(p.name for p in path.parent.iterdir()))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert "ERRNO EFBIG" in result.stdout, result.stdout + result.stderr
+    assert "INTACT True ['state.pt']" in result.stdout
+
+
+def test_write_failed_names_the_path_what_is_intact_and_the_remedy():
+    import errno
+
+    from safetensors import SafetensorError
+
+    full = store.write_failed("/x/state.pt", OSError(errno.ENOSPC, "full"), "the old one is intact", "run again")
+    assert isinstance(full, OSError) and full.errno == errno.ENOSPC
+    assert str(full).endswith("could not write /x/state.pt (No space left on device); the old one is intact. "
+                              "Free space on that disk, then run again")
+    wrapped = SafetensorError("Error while serializing: I/O error: File too large (os error 27)")
+    assert store.write_failure(wrapped) == errno.EFBIG and store.write_failure(ValueError("a bug")) is None
+    assert "(File too large); it. Raise the file-size limit" in str(store.write_failed("/x", wrapped, "it", "go"))

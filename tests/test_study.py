@@ -1,20 +1,18 @@
 """scripts/study.py: each (seed, notebook) runs once, under WORKBOOK_SEED; an interrupted study resumes; a failed
 seed is named and the exit code is 1."""
-import importlib.util
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from helpers import claims, profiles
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study_module():
-    spec = importlib.util.spec_from_file_location("study", ROOT / "scripts" / "study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("study")
 
 
 @pytest.fixture
@@ -26,6 +24,11 @@ def workbook(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     monkeypatch.delenv(profiles.SEED_VAR, raising=False)
+    monkeypatch.setattr(claims, "_PARAMETERS", {})
+    monkeypatch.setattr(claims, "_COMPUTED", {})
+    for arguments in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workbook"]):  # claims name a commit
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *arguments],
+                       cwd=tmp_path, check=True, capture_output=True)
     return tmp_path
 
 
@@ -39,7 +42,8 @@ def _fake_notebook(calls, fail_seed=None):
         row = claims.Claim(notebook="02", paper="000", where="Fig. 7", claim="MNTP beats MTP", paper_value="+",
                            ours="x", low=seed, high=seed + 2.0, value=seed + 1.0, method="bootstrap", n=10,
                            trained=True, quantity="accuracy")
-        claims.record([row], "02", profiles.current())
+        cfg = profiles.current()  # the parameters cell, unedited
+        claims.record([row], "02", cfg, parameters=claims.parameters("02", cfg, *claims.notebook_settings("02", cfg)))
         return None
     return runner
 

@@ -346,3 +346,41 @@ def test_magnet_and_emat_under_two_processes_log_each_step_once(tmp_path):
     components = [json.loads(line) for line in (runs[0] / "components.jsonl").read_text().splitlines()]
     pairs = [(record["step"], record["micro"]) for record in components]
     assert len(pairs) == len(set(pairs))  # each micro-batch's Eq. 5 parts once, by whichever process computed it
+
+
+# --- the command's run key follows WORKBOOK_DTYPE as the notebooks' does; --stop-after below 1 is refused
+
+
+def test_the_command_keys_its_runs_by_workbook_dtype_like_the_notebooks(smoke_root, monkeypatch):
+    from helpers import train
+    from helpers.papers.mntp import experiment
+
+    seen = {}
+
+    def fake(profile, seed, **options):  # records the profile the command trains under, trains nothing
+        seen[profile.dtype] = profile
+        return []
+
+    monkeypatch.setitem(train.TRAINERS, "mntp", fake)
+    folders = {}
+    for dtype in ("float32", "bfloat16"):
+        monkeypatch.setenv(profiles.DTYPE_VAR, dtype)
+        train.train(["mntp"], "smoke", progress=False)
+        assert seen[dtype] == profiles.current()  # the profile a notebook under the same variables reads
+        key = training.masked_lm_run_key(seen[dtype], "mntp")
+        assert key["dtype"] == dtype
+        folders[dtype] = experiment.run_folder(seen[dtype], "mntp", key)
+        assert folders[dtype] == training.notebook02_mntp_run(profiles.current())  # the notebook's own folder
+    assert folders["float32"] != folders["bfloat16"]  # a bf16 run never trains into the float32 run's folder
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_stop_after_below_one_is_refused_naming_the_option(value, capsys):
+    from helpers import train
+
+    with pytest.raises(SystemExit) as stopped:
+        train.parse_arguments(["mntp", "--profile", "smoke", "--stop-after", value])
+    assert stopped.value.code == 2
+    assert f"argument --stop-after: {value!r} must be a whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"stop_after=0 must be a whole number >= 1"):
+        train.train(["mntp"], "smoke", stop_after=0)

@@ -279,7 +279,8 @@ def sample(backend: MaskedLM, prompts, length: int, config: SamplerConfig = Samp
     (:func:`threshold_commits`). Every step is recorded in a :class:`Step`. ``prompts``: one 1D id tensor or a list
     (batched with left padding; each row gets the result it gets alone).
     """
-    prompts = mask_predict.check_prompts(prompts)
+    prompts = mask_predict.check_prompts(prompts, mask_predict.vocabulary_size(backend.model))
+    mask_predict.check_seed(seed)
     length = mask_predict.check_length(length)
     mask_predict.check_fits(backend, prompts, length)
     block, blocks, steps_per_block = config.layout(length)
@@ -399,7 +400,7 @@ def diffusion_bound(backend: MaskedLM, blocks: torch.Tensor, *, samples: int, se
     (one block). ``l`` is stratified over the ``samples`` draws of a block (``⌈L v⌉`` with ``v`` uniform in the
     sample's stratum: marginally uniform on ``{1..L}``). ``blocks``: ``(n, S)`` token ids."""
     whole_number(samples, "samples", 1, "Monte Carlo samples per block")
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(mask_predict.check_seed(seed))
     selectable = O.selectable(blocks, torch.ones_like(blocks), _special_ids(backend))
     counts = selectable.sum(-1)
     nll, masked, correct = (torch.zeros(len(blocks), samples) for _ in range(3))

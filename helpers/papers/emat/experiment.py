@@ -129,6 +129,8 @@ class Completer:
         """Top-``k`` ``(completion, score)`` pairs for each sentence (each must hold one ``[MASK]``)."""
         single = isinstance(sentences, str)
         sentences = [sentences] if single else list(sentences)
+        if not sentences:
+            raise ValueError("sentences is empty; pass a sentence holding [MASK] once, or a non-empty list of them")
         self._check(method, k)
         for sentence in sentences:
             split_at_mask(sentence)

@@ -413,6 +413,9 @@ def naive_complete(mlm: MaskedLM, lengths: LengthClassifier, sentences: Sequence
     candidate is scored in one tensor and decoded lazily, best first, until ``k`` distinct completions are found.
     """
     check_k(k)
+    if isinstance(sentences, str) or len(sentences) == 0:
+        raise ValueError(f"sentences={str(sentences)[:60]!r} must be a non-empty list of sentences, each holding "
+                         "[MASK] once")
     whole_number(first_tokens, "first_tokens")
     if second_tokens is not None:
         whole_number(second_tokens, "second_tokens")

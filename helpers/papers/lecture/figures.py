@@ -214,8 +214,13 @@ def attention_view(maps: dict[str, torch.Tensor], tokens: Sequence[str], layer: 
 
     first = next(iter(maps.values()))
     layer = M.check_layer(layer, first.shape[0])
-    if not 0 <= head < first.shape[1]:
-        raise ValueError(f"head={head} is out of range for {first.shape[1]} heads (0..{first.shape[1] - 1})")
+    try:
+        whole = not isinstance(head, (bool, str)) and int(head) == head and 0 <= head < first.shape[1]
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
+        raise ValueError(f"head={head!r} must be a whole number in 0..{first.shape[1] - 1} ({first.shape[1]} heads)")
+    head = int(head)
     if named_masks is not None and set(named_masks) != set(maps):
         raise ValueError(f"named_masks has {sorted(named_masks)} but maps has {sorted(maps)}; expected the same names")
     length = first.shape[-1]

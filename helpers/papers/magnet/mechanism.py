@@ -135,7 +135,7 @@ def masked_lm_reader(model) -> MNTPDecoder:
     """The workbook's one masked-LM interface (:mod:`helpers.masked_lm`) over a decoder that notebook 03 trains
     or reads: output l - 1 predicts token l (MNTP's l -> l+1, §3.2.1), under any workbook mask. It scores given
     sequences only (no mask token, no tokenizer)."""
-    return MNTPDecoder(model, None, None)
+    return MNTPDecoder.reader(model)
 
 
 def mntp_msg_losses(model, view: dict) -> dict:

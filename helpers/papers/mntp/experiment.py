@@ -125,17 +125,18 @@ def train_command(profile, seed: int | None, *, objective: str, mask_token: str 
 
 def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: training.MaskedLMRecipe,
                mask_token: str = "underscore", resume: bool = True) -> Comparison:
-    """MNTP, then MTP (:func:`run_objective`), from the same base, data, budget and seed; then the MNTP adapter is
-    saved under its run key (:func:`save_mntp_adapter`). ``recipe``: the profile's recipe as
-    ``memory.fit_training`` fitted it to this device."""
+    """MNTP, then MTP (:func:`run_objective`), from the same base, data, budget and seed. The MNTP adapter is saved
+    under its run key (:func:`save_mntp_adapter`) as soon as the MNTP run finishes, before the MTP run starts: a
+    notebook that needs it meanwhile (03, 05, 06, 07) finds it instead of training the short fallback. ``recipe``:
+    the profile's recipe as ``memory.fit_training`` fitted it to this device."""
     comparison = Comparison({}, {}, {})
     for objective in mechanism.OBJECTIVES:
         adapter, records, key = run_objective(profile, tokenizer, mlm_data, objective, recipe=recipe,
                                               mask_token=mask_token, resume=resume)
         comparison.adapters[objective], comparison.runs[objective.upper()], comparison.keys[objective] = \
             adapter, records, key
-    comparison.mntp_adapter_path = save_mntp_adapter(comparison.adapters["mntp"], profile, comparison.keys["mntp"],
-                                                     mlm_data.mask_id)
+        if objective == "mntp":
+            comparison.mntp_adapter_path = save_mntp_adapter(adapter, profile, key, mlm_data.mask_id)
     return comparison
 
 

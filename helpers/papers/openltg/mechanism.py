@@ -56,22 +56,57 @@ def check_positive(value, name: str, what: str) -> float:
     return real_number(value, name, low=0.0, low_open=True, what=what)
 
 
-def check_prompts(prompts) -> list[torch.Tensor]:
-    """One 1D id tensor, a 2D batch or a list of 1D tensors, as a non-empty list of non-empty 1D long tensors."""
+def check_prompts(prompts, vocab_size: int | None = None) -> list[torch.Tensor]:
+    """One 1D id tensor, a 2D batch or a list of 1D tensors, as a non-empty list of non-empty 1D long tensors of
+    ids in ``0..vocab_size - 1`` (when ``vocab_size`` is given: the model's, :func:`vocabulary_size`). Text is
+    refused: a prompt is token ids (``tokenizer(text).input_ids``)."""
+    expected = "token ids: a 1D tensor, a 2D batch or a list of 1D tensors (tokenizer(text).input_ids)"
+    if isinstance(prompts, (str, bytes)):
+        raise ValueError(f"prompts={prompts[:40]!r} is text; expected {expected}")
     if isinstance(prompts, torch.Tensor):
         prompts = [prompts] if prompts.dim() == 1 else list(prompts)
+    try:
+        prompts = list(prompts)
+    except TypeError:
+        raise ValueError(f"prompts={prompts!r} is not a sequence of prompts; expected {expected}") from None
     for index, prompt in enumerate(prompts):
+        if isinstance(prompt, (str, bytes)):
+            raise ValueError(f"prompts[{index}]={prompt[:40]!r} is text; expected {expected}")
         floating = prompt.is_floating_point() if isinstance(prompt, torch.Tensor) else any(
             isinstance(value, float) for value in (prompt if isinstance(prompt, (list, tuple)) else [prompt]))
         if floating:  # a float id would be truncated to another token without a word
             raise ValueError(f"prompts[{index}] holds floats ({str(prompt)[:40]}); expected integer token ids")
-    prompts = [torch.as_tensor(prompt, dtype=torch.long).flatten() for prompt in prompts]
+    converted = []
+    for index, prompt in enumerate(prompts):
+        try:
+            converted.append(torch.as_tensor(prompt, dtype=torch.long).flatten())
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            raise ValueError(f"prompts[{index}]={str(prompt)[:40]} is not a sequence of token ids; expected "
+                             f"{expected}") from None
+    prompts = converted
     if not prompts:
         raise ValueError("prompts is empty; pass at least one prompt (a 1D tensor of token ids)")
     for index, prompt in enumerate(prompts):
         if prompt.numel() == 0:
             raise ValueError(f"prompts[{index}] is empty; each prompt needs at least one token")
+        low, high = int(prompt.min()), int(prompt.max())
+        if low < 0 or (vocab_size is not None and high >= vocab_size):
+            bad = low if low < 0 else high
+            allowed = "ids are >= 0" if vocab_size is None else f"0..{vocab_size - 1}"
+            raise ValueError(f"prompts[{index}] holds the id {bad}, outside the model's vocabulary ({allowed}); "
+                             "expected token ids of its tokenizer")
     return prompts
+
+
+def vocabulary_size(model) -> int | None:
+    """The number of rows of ``model``'s input embeddings (the ids a prompt may hold), or None when it has none."""
+    embeddings = getattr(model, "get_input_embeddings", None)
+    if embeddings is None:
+        return None
+    try:
+        return int(embeddings().num_embeddings)
+    except (AttributeError, NotImplementedError):
+        return None
 
 
 def check_iterations(iterations) -> int:
@@ -232,7 +267,11 @@ def left_padded(prompts: list[torch.Tensor], length: int, fill: int, pad_id: int
 
 def seeded_generator(seed: int, device) -> torch.Generator:
     """The random stream a decode draws from: one seeded generator per call, on the model's device."""
-    return torch.Generator(device=device).manual_seed(int(seed))
+    return torch.Generator(device=device).manual_seed(check_seed(seed))
+
+
+def check_seed(seed) -> int:
+    return whole_number(seed, "seed", 0, "the random seed of the draws")
 
 
 # --------------------------------------------------------------------------- masks (§3.1 Fig. 1, §4.1 Eq. 6-7)
@@ -322,7 +361,8 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
     code (``nucleus_sampling``) samples over the full vocabulary instead and swaps a drawn special token for the
     argmax, keeping the drawn token's probability as its score.
     """
-    prompts = check_prompts(prompts)
+    prompts = check_prompts(prompts, vocabulary_size(backend.model))
+    check_seed(seed)
     length = check_length(length)
     check_fits(backend, prompts, length)
     if config.probe_position is not None and config.probe_position >= length:
@@ -433,7 +473,8 @@ def autoregressive_generate(model, prompts, length: int, *, temperature: float =
     Every prompt gets exactly ``length`` new tokens (the paper forces a fixed length, Table 1).
     Returns ``(B, length)`` ids.
     """
-    prompts = check_prompts(prompts)
+    prompts = check_prompts(prompts, vocabulary_size(model))
+    check_seed(seed)
     length = check_length(length)
     check_positive(temperature, "temperature", "the sampling temperature")
     check_top_p(top_p)

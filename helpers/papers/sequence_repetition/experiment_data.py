@@ -86,6 +86,8 @@ def label_vocabulary(tag_sequences: Iterable[Sequence[str]]) -> tuple[str, ...]:
 def collate(sentences: Sequence[EncodedSentence], labels: Sequence[str], pad_id: int) -> dict:
     """Right-padded ``input_ids``/``padding_mask`` and ``labels``: the tag id on each word's first sub-token, -100
     elsewhere (App. A.4)."""
+    if len(sentences) == 0:
+        raise ValueError("sentences is empty; collate needs at least one encoded sentence (encode_sentences)")
     index = {label: i for i, label in enumerate(labels)}
     length = max(len(s.input_ids) for s in sentences)
     input_ids = torch.full((len(sentences), length), pad_id, dtype=torch.long)

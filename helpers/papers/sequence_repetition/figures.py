@@ -148,7 +148,9 @@ def sr_speed_figure(ours, paper=None, num_layers: int | None = None, model_label
 def sr_attention_figure(explained: dict, tokenizer, layer: int = -1, silver: Sequence[str] | None = None) -> plt.Figure:
     """The attention map (mean over heads) of one layer on the repeated sentence, blocks outlined, and the tags per word."""
     weights = explained["attention"]
-    layer = M.check_layer(layer if layer >= 0 else weights.shape[0] + layer, weights.shape[0])
+    if isinstance(layer, (int, float)) and not isinstance(layer, bool) and layer < 0:  # -1: the last layer
+        layer = weights.shape[0] + layer
+    layer = M.check_layer(layer, weights.shape[0])
     n, r = explained["n"], explained["r"]
     layout = M.Repetition(n, r)
     fig, (ax, tags) = plt.subplots(2, 1, figsize=(max(6.5, 0.16 * layout.length + 3), max(7.5, 0.16 * layout.length + 4)),

@@ -121,7 +121,11 @@ class Strategy:
 
 def check_exit_layer(exit_layer: int, num_layers: int) -> int:
     """An exit layer L keeps the L - 1 layers before it: at least 1, at most ``num_layers``."""
-    if isinstance(exit_layer, bool) or int(exit_layer) != exit_layer or not 2 <= exit_layer <= num_layers + 1:
+    try:
+        whole = not isinstance(exit_layer, (bool, str)) and int(exit_layer) == exit_layer
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole or not 2 <= exit_layer <= num_layers + 1:
         raise ValueError(f"exit_layer={exit_layer!r} is out of range for a model with {num_layers} layers; "
                          f"expected 2..{num_layers + 1} (layers[:exit_layer - 1] are kept)")
     return int(exit_layer)

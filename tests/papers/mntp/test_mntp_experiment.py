@@ -42,8 +42,18 @@ def test_smoke_runs_save_the_adapter_later_notebooks_find(tiny, tmp_path, monkey
     mlm_data = experiment.load_data(tokenizer, smoke, recipe)
     assert torch.equal(mlm_data.eval_batches["mntp"][0]["selected"], mlm_data.eval_batches["mtp"][0]["selected"])
     assert mlm_data.train_blocks.shape == (recipe.train_blocks, recipe.seq_len)
+    found_before = {}  # objective -> the adapter training.mntp_adapter finds as that run starts
+    run_objective = experiment.run_objective
+
+    def recording(profile, tokenizer, mlm_data, objective, **options):
+        found_before[objective] = training.mntp_adapter(profile)
+        return run_objective(profile, tokenizer, mlm_data, objective, **options)
+
+    monkeypatch.setattr(experiment, "run_objective", recording)
     comparison = experiment.train_both(smoke, tokenizer, mlm_data, recipe=recipe, resume=False)
     assert set(comparison.runs) == {"MNTP", "MTP"}
+    # the MNTP adapter is saved as soon as MNTP finishes: a notebook reading it during the MTP run finds it
+    assert found_before == {"mntp": None, "mtp": (comparison.mntp_adapter_path, comparison.keys["mntp"])}
     for records in comparison.runs.values():
         evaluated = [r["step"] for r in records if "eval_accuracy" in r]
         assert evaluated[0] == 0 and evaluated[-1] == recipe.steps

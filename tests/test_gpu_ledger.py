@@ -1,0 +1,57 @@
+"""The gpu profile's own ledger (claims/ledger_gpu.json): gathered under the cpu ledger's rules, refusing random-weight
+and smoke runs in one line each, and leaving the cpu ledger and the README's cpu block alone."""
+import json
+
+import pytest
+from test_claims import ROW, _params, _workbook  # the tmp workbook (a git repository) and the unedited parameters
+
+from helpers import claims, profiles
+
+
+def _record_gpu(notebook="05", profile=None):
+    gpu = profile or profiles.get("gpu")
+    return claims.record([claims.Claim(**ROW)], notebook=notebook, profile=gpu, parameters=_params(notebook, gpu))
+
+
+def test_a_gpu_profile_run_is_gathered_into_its_own_ledger_with_its_device_and_model(tmp_path, monkeypatch):
+    readme = _workbook(tmp_path, monkeypatch)
+    before = readme.read_text()
+    path = _record_gpu()
+    assert path == tmp_path / "runs" / "claims" / "gpu" / "05.json"
+    assert claims.main(["--gather", "--profile", "gpu"]) == 0
+    assert claims.read_rows(claims.ledger_path("gpu")) == [claims.Claim(**ROW)]
+    assert not claims.ledger_path("cpu").exists() and readme.read_text() == before  # no gpu block: README untouched
+    origin = claims.read_provenance(claims.ledger_path("gpu"))["05"]
+    assert origin["profile"] == "gpu" and origin["model"] == profiles.get("gpu").model_name
+    assert origin["machine"]["device"].startswith("cpu (")  # a GPU's name where one computed it
+    # with a gpu block in the README, that block (and only it) is rewritten
+    readme.write_text(before + f"\n{claims.README_GPU_BEGIN}\nstale\n{claims.README_GPU_END}\n")
+    claims.gather("gpu")
+    text = readme.read_text()
+    assert "stale" not in text and "1 rows at the gpu scale, on cpu (" in text and "ours (gpu profile)" in text
+    assert f"{claims.README_BEGIN}\nold\n{claims.README_END}" in text  # the cpu block as it was
+
+
+def test_the_gpu_ledger_refuses_random_weights_and_smoke_runs_in_one_line_each(tmp_path, monkeypatch, capsys):
+    _workbook(tmp_path, monkeypatch)
+    random_gpu = profiles.get("gpu").replace(model_name="random:smollm2-360m")
+    assert claims.record([claims.Claim(**ROW)], notebook="05", profile=random_gpu) is None  # a notebook on random
+    out = capsys.readouterr().out  # weights finishes, says why, and writes nothing
+    assert "[claims] not recorded" in out and "random:smollm2-360m" in out and "unset WORKBOOK_MODEL" in out
+    assert not claims.claims_dir("gpu").exists()
+    target = _record_gpu()  # planted: a gpu claims file whose provenance names random weights
+    payload = json.loads(target.read_text())
+    payload["provenance"]["model"] = "random:smollm2-360m"
+    target.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError) as refused:
+        claims.gather("gpu")
+    assert "random weights (random:smollm2-360m)" in str(refused.value) and "\n" not in str(refused.value)
+    smoke = claims.record([claims.Claim(**ROW)], notebook="05", profile=profiles.get("smoke"))
+    target.write_text(smoke.read_text().replace('"profile": "smoke",', '"profile": "gpu",', 1))  # filed under gpu
+    with pytest.raises(claims.ProvenanceError, match="computed under the 'smoke' profile, not 'gpu'"):
+        claims.gather("gpu")
+    with pytest.raises(claims.ProvenanceError, match="smoke runs .* never enter a ledger"):
+        claims.gather("smoke")
+    with pytest.raises(ValueError, match="profile='paper'"):
+        claims.gather("paper")
+    assert not claims.ledger_path("gpu").exists() and not claims.ledger_path("cpu").exists()  # nothing written
