@@ -144,6 +144,10 @@ class Claim:
     dataset: str = ""  # the data actually used, where it is not the paper's
     regime: str = ""  # how the hardware regime differs from the paper's, where it matters for the quantity
     note: str = ""  # what this run measured beside the claim (shown after it)
+    # the minimum detectable effect at 80% power of this row's own interval (metrics.minimum_detectable_effect):
+    # the smallest distance from the threshold it would decide four times in five; None in rows recorded before it
+    mde: float | None = None
+    paper_effect: float | None = None  # the paper's effect in our units (distance from the threshold), where stated
 
     def __post_init__(self):
         _check_notebook(self.notebook)
@@ -222,6 +226,26 @@ class Claim:
             raise ValueError(f"confound={self.confound!r} must be a string saying what confounds the row, or ''")
         if self.plateau is not None:
             _check_plateau(self.plateau)
+        for name in ("mde", "paper_effect"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or (name == "mde" and value < 0)):
+                raise ValueError(f"{name}={value!r} must be a finite number{' >= 0' if name == 'mde' else ''} or None")
+
+    @property
+    def underpowered(self) -> bool:
+        """Whether an inconclusive decided row could not have detected the paper's own effect: its minimum detectable
+        effect (80% power) exceeds the paper's effect in our units. Needs both numbers; older rows have neither."""
+        return (self.kind in DECIDED and self.verdict == "inconclusive" and self.mde is not None
+                and self.paper_effect is not None and self.mde > abs(self.paper_effect))
+
+    @property
+    def power_text(self) -> str:
+        """"underpowered here: detects at least X (the paper's effect: Y)", or '' when the row is not underpowered."""
+        if not self.underpowered:
+            return ""
+        return (f"underpowered here: detects at least {_number(self.mde)} (the paper's effect: "
+                f"{_number(abs(self.paper_effect))}, 80% power)")
 
     @property
     def stopping(self):
@@ -284,6 +308,8 @@ class Claim:
             return text + f": the baseline ({self.baseline}) was not shown to work"
         if self.verdict == "inconclusive" and _beyond_paper_side(self):
             return text + ": wholly on the contradicting side, but " + "; ".join(self.missing_for_not_reproduced())
+        if self.underpowered:
+            return text + ": " + self.power_text
         return text
 
     @property
@@ -337,6 +363,7 @@ class Declared:
     baseline_must_beat: str = ""
     dataset: str = ""
     regime: str = ""
+    paper_effect: float | None = None  # the paper's effect in our units (distance from threshold), where it states one
 
     def __post_init__(self):
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -358,6 +385,11 @@ class Declared:
         if straw:
             raise ValueError(f"{self.id}: baseline_must_beat={self.baseline_must_beat!r} names {straw[0]!r}, which "
                              "never certifies a baseline (broken or zero by construction); name the paper's comparison")
+        if self.paper_effect is not None and (isinstance(self.paper_effect, bool)
+                                              or not isinstance(self.paper_effect, (int, float))
+                                              or not math.isfinite(self.paper_effect)):
+            raise ValueError(f"{self.id}: paper_effect={self.paper_effect!r} must be a finite number (the paper's "
+                             "effect in our units, its distance from the threshold) or None")
         if self.kind == FINDING and self.paper_value.strip().lower().startswith(("not reported", "not compared", "> 0 (paper: ")):
             raise ValueError(f"{self.id}: paper_value={self.paper_value!r}: a finding is a claim the paper states; a "
                              "row the paper does not report is a reference claim (kind='reference') or a measurement")
@@ -373,6 +405,10 @@ class Declared:
             raise ValueError(f"{self.id}: baseline_works= must say whether {self.baseline} beat "
                              f"{self.baseline_must_beat} in this run")
         exact = method == EXACT
+        if "mde" not in extra and not exact and self.kind in DECIDED and low is not None and high is not None:
+            from . import metrics
+
+            extra["mde"] = metrics.minimum_detectable_effect((float(high) - float(low)) / 2)
         return Claim(notebook=self.notebook, paper=self.paper, where=self.where, claim=self.says,
                      paper_value=self.paper_value, ours=ours if ours is not None else fmt.format(value),
                      low=None if low is None else float(low), high=None if high is None else float(high),
@@ -383,7 +419,7 @@ class Declared:
                      plateau=plateau if self.trained else None, baseline=self.baseline,
                      baseline_works=baseline_works if self.baseline else None, confound=confound,
                      value=None if (value is None or exact) else float(value), id=self.id, dataset=self.dataset,
-                     regime=self.regime, note=note, **extra)
+                     regime=self.regime, note=note, paper_effect=self.paper_effect, **extra)
 
     def reaches_either_verdict(self, curve_points: dict[str, int]) -> bool:
         """Whether a row of this declaration could read *reproduced* and could read *not reproduced*: it has a
@@ -1198,7 +1234,9 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
         raise ValueError(f"notebook {first.notebook}, {first.id or first.where} ({first.quantity or first.claim}): a "
                          "trained row records no value= (its point estimate), so seeds cannot be averaged; give value= "
                          "in its report")
-    mean, low, high = metrics.seeds_with_examples_interval(values, [(row.high - row.low) / 2 for row in group])
+    halves = [(row.high - row.low) / 2 for row in group]
+    mean, low, high = metrics.seeds_with_examples_interval(values, halves)
+    mde = metrics.seeds_with_examples_mde(values, halves) if first.kind in DECIDED else first.mde
     each = ", ".join(f"{seed}: {_number(value)}" for seed, value in zip(seeds, values))
     works = all(row.baseline_works is True for row in group) if first.baseline else first.baseline_works
     confounds = dict.fromkeys(f"seed {seed}: {row.confound}" for seed, row in zip(seeds, group) if row.confound)
@@ -1215,7 +1253,7 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
         first, verdict="", value=mean, low=low, high=high, n_seeds=len(group), seed_values=tuple(values),
         baseline_works=works, confound="; ".join(confounds), note=note,
         ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
-        method=f"t over {len(group)} training seeds, with {first.method} nested", plateau=plateau)
+        method=f"t over {len(group)} training seeds, with {first.method} nested", plateau=plateau, mde=mde)
 
 
 def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
@@ -1397,6 +1435,8 @@ def _reasons(rows: Sequence[Claim]) -> str:
             reason = "baseline not shown to work"
         elif _beyond_paper_side(row):
             reason = "contradicting side, stop not shown"
+        elif row.underpowered:
+            reason = "underpowered here (the design cannot detect the paper's effect)"
         else:
             reason = "interval straddles the paper's threshold"
         tallied[reason] = tallied.get(reason, 0) + 1

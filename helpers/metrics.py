@@ -250,6 +250,64 @@ def seeds_with_examples_interval(values: Sequence[float], example_halves: Sequen
     return mean, mean - half, mean + half
 
 
+# Test examples, passages, spans and prompts are drawn with this seed, never the study's: every study seed then scores
+# the same examples, which seeds_with_examples_interval's nesting assumes (redrawn examples count their variance twice).
+EXAMPLES_SEED = 0
+
+POWER = 0.8  # the power a minimum detectable effect is stated at
+
+
+def minimum_detectable_effect(half_width: float, *, df: float | None = None, power: float = POWER,
+                              level: float = 0.95) -> float:
+    """The smallest true effect (distance from the threshold, in the row's units) that a two-sided ``level`` interval
+    of this ``half_width`` puts wholly on the effect's side with probability ``power``.
+
+    Derivation. The estimate is d̂ ~ δ + se·T, T standard normal (``df`` None: a bootstrap or normal interval) or
+    Student-t with ``df`` degrees of freedom (a t interval over seeds), and the interval is d̂ ± h with h = q·se,
+    q = the (1 + level)/2 quantile of T. It excludes 0 on δ's side when d̂ > h, with probability
+    P(T > (h - δ)/se); setting that to ``power`` gives δ = h + q_power·se, so
+
+        MDE = (q_{(1+level)/2} + q_power) / q_{(1+level)/2} × h
+
+    ≈ (1.960 + 0.842) / 1.960 h = 1.43 h for a normal interval at 80% power (and 1.60 h for a t over 3 seeds:
+    (4.303 + 1.061) / 4.303 h). Treating h as fixed is the usual approximation (Cohen 1988, §2.5); for a t interval
+    whose h varies with the sample's SD, read it at the expected SD (``tests/test_metrics.py`` simulates both)."""
+    if isinstance(half_width, bool) or not isinstance(half_width, numbers.Real) or not math.isfinite(half_width) \
+            or half_width < 0:
+        raise ValueError(f"half_width={half_width!r} must be a finite number >= 0 (the interval's half-width)")
+    if not 0 < power < 1 or not 0 < level < 1:
+        raise ValueError(f"power={power!r} and level={level!r} must lie in (0, 1)")
+    if df is not None and not df > 0:
+        raise ValueError(f"df={df!r} must be > 0 (the seeds' degrees of freedom) or None for a normal interval")
+    from scipy import stats
+
+    law = stats.norm if df is None else stats.t(df)
+    quantile = float(law.ppf((1 + level) / 2))
+    return float((quantile + float(law.ppf(power))) / quantile * half_width)
+
+
+def seeds_with_examples_mde(values: Sequence[float], example_halves: Sequence[float], *, power: float = POWER) -> float:
+    """The minimum detectable effect (:func:`minimum_detectable_effect`) of :func:`seeds_with_examples_interval`'s
+    row: the standard error of its two terms, se² = se_seeds² + se_examples² (se_seeds = h_seeds / t_{0.975, S-1},
+    se_examples = sqrt(mean(h_i²)) / z_{0.975}), with the Welch-Satterthwaite degrees of freedom
+    df = se⁴ (S - 1) / se_seeds⁴ (the examples' term is known to the bootstrap, infinite df), and the row's own
+    half-width h: MDE = h + t_{power, df}·se. One seed: the examples' normal interval alone."""
+    from scipy import stats
+
+    mean, low, high = seeds_with_examples_interval(values, example_halves)
+    half = (high - low) / 2
+    if len(values) == 1:
+        return minimum_detectable_effect(half, power=power)
+    seed_half = mean_ci95([float(v) for v in values])[1]
+    se_seeds = seed_half / float(stats.t.ppf(0.975, len(values) - 1))
+    se_examples = math.sqrt(sum(float(h) ** 2 for h in example_halves) / len(example_halves)) / float(stats.norm.ppf(0.975))
+    se = math.hypot(se_seeds, se_examples)
+    if se == 0:
+        return 0.0
+    df = math.inf if se_seeds == 0 else se ** 4 * (len(values) - 1) / se_seeds ** 4
+    return float(half + (stats.norm.ppf(power) if math.isinf(df) else stats.t.ppf(power, df)) * se)
+
+
 def ratio_replicates(numerators: Sequence[float], denominators: Sequence[float], *, resamples: int = 2000,
                      seed: int = 0):
     """Bootstrap replicates of ``sum(numerators) / sum(denominators)`` over examples (numpy, vectorised).

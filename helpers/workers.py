@@ -4,12 +4,19 @@ A notebook that trains in a pool of worker processes (``concurrent.futures.Proce
 workers running as orphans when its kernel is killed: nothing tells them their parent is gone. :func:`worker_pool`
 starts each worker with a parent-death check: on Linux the kernel sends the worker SIGKILL when its parent dies
 (``prctl(PR_SET_PDEATHSIG)``), and everywhere a watchdog thread exits the worker once its parent's pid is gone.
+
+An interrupt stops the pool too. Jupyter's stop button sends SIGINT to the kernel's whole process group, workers
+included; ``concurrent.futures`` would return a worker's KeyboardInterrupt as that job's exception and go on with
+the queued jobs, and leaving the ``with`` block waits (``shutdown(wait=True)``) for every pending job. So workers
+ignore SIGINT (the process that started them decides), and a pool left by an exception (:meth:`WorkerPool.stop`)
+cancels its queued jobs and ends its workers at once.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -35,11 +42,12 @@ def _watch_parent(pid: int) -> None:
 
 def die_with_parent(parent_pid: int) -> None:
     """Worker initializer: end this process when ``parent_pid`` ends (SIGKILL from the kernel on Linux; a watchdog
-    thread elsewhere, and as a fallback)."""
+    thread elsewhere, and as a fallback). SIGINT is ignored: the parent's interrupt stops the pool
+    (:meth:`WorkerPool.stop`), and a job never ends with a KeyboardInterrupt that would be taken as its outcome."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:
             import ctypes
-            import signal
 
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -50,7 +58,53 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
 
 
-def worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    """A spawn-context process pool whose workers die with this process (:func:`die_with_parent`)."""
-    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                  initializer=die_with_parent, initargs=(os.getpid(),))
+STOP_SECONDS = 5.0  # how long a stopped worker has to exit after SIGTERM before it is killed
+
+
+class WorkerPool(concurrent.futures.ProcessPoolExecutor):
+    """A process pool that, left by an exception (a KeyboardInterrupt above all), stops instead of waiting."""
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.shutdown(wait=True)
+        else:
+            self.stop()
+        return False
+
+    def stop(self) -> None:
+        """Cancel the queued jobs and end the running ones: ``shutdown(wait=False, cancel_futures=True)``, then
+        SIGTERM to each worker (SIGKILL after :data:`STOP_SECONDS`), so that no job runs after this returns."""
+        processes = list((self._processes or {}).values())
+        self.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(STOP_SECONDS)
+            if process.is_alive():
+                process.kill()
+                process.join()
+
+
+def worker_pool(workers: int) -> WorkerPool:
+    """A spawn-context process pool whose workers die with this process (:func:`die_with_parent`) and that stops
+    when left by an exception (:meth:`WorkerPool.stop`)."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers={workers!r} must be a positive int")
+    return WorkerPool(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
+                      initargs=(os.getpid(),))
+
+
+def run_jobs(function, jobs: list, workers: int, on_result=None) -> list:
+    """``[function(job) for job in jobs]``, computed in ``workers`` processes (:func:`worker_pool`) in the order given;
+    ``on_result(index, result)`` is called as each job finishes. A job's exception, or one in this process (the
+    stop button's KeyboardInterrupt), cancels the queued jobs, ends the running ones and is raised here."""
+    results = [None] * len(jobs)
+    with worker_pool(workers) as pool:
+        futures = {pool.submit(function, job): index for index, job in enumerate(jobs)}
+        for future in concurrent.futures.as_completed(futures):
+            index = futures[future]
+            results[index] = future.result()
+            if on_result is not None:
+                on_result(index, results[index])
+    return results

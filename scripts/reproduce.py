@@ -4,12 +4,18 @@ Executed copies go to ``runs/notebooks/`` under the workbook root (``$WORKBOOK_R
 atomically; the committed notebooks stay stripped. Figures land in figures/. In the cpu profile the claims of the
 notebooks that finished are gathered into claims/ledger_cpu.json, their result tables into claims/tables_cpu.json,
 and the README's claims table and result tables are rebuilt. A notebook that fails does not stop the others; the
-run then names every failed notebook and exits 1, so a partial rerun never passes for a full one.
+run then names every failed notebook and exits 1, so a partial rerun never passes for a full one. Ctrl-C (SIGINT)
+stops the run: the running notebook's kernel is shut down (kernels run in their own sessions, so the terminal's
+signal reaches only this script), its executed copy is kept, the notebooks that finished are named, nothing is
+gathered, and the run exits 130.
 Usage: WORKBOOK_PROFILE=cpu python scripts/reproduce.py [notebooks/01_*.ipynb ...]
 """
 from __future__ import annotations
 
+import asyncio
+import atexit
 import os
+import signal
 import sys
 import time
 from datetime import datetime
@@ -19,6 +25,31 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
+INTERRUPTED = 128 + signal.SIGINT  # the shell's exit status for a run stopped by Ctrl-C
+
+
+class InterruptibleClient(NotebookClient):
+    """nbclient's client, with SIGINT recorded. nbclient's own SIGINT handler shuts the kernel down and lets the
+    waiting cell fail, so an interrupt would read as a failed notebook (an AssertionError from the double cleanup)
+    and the run would go on; this one shuts the kernel down the same way and sets ``interrupted``."""
+
+    interrupted = False
+
+    async def async_start_new_kernel(self, **kwargs) -> None:
+        try:  # async_setup_kernel has just installed nbclient's handler on this loop: replace it
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._on_interrupt)
+        except (RuntimeError, NotImplementedError):  # not the main thread, or no loop signals (Windows)
+            pass
+        await super().async_start_new_kernel(**kwargs)
+
+    def _on_interrupt(self) -> None:
+        self.interrupted = True
+        atexit.unregister(self._cleanup_kernel)  # shut down here, not again at exit
+        self._async_cleanup_kernel_future = asyncio.ensure_future(self._async_cleanup_kernel())
+
+    async def _async_cleanup_kernel(self) -> None:
+        if self.km is not None:  # the interrupt's cleanup and the context manager's both call this: once is enough
+            await super()._async_cleanup_kernel()
 
 
 def costliest_cells(notebook, top: int = 3) -> list[tuple[float, int, str]]:
@@ -41,12 +72,14 @@ def costliest_cells(notebook, top: int = 3) -> list[tuple[float, int, str]]:
 def execute(path: Path, out_dir: Path, timeout: int, executed: dict | None = None) -> str | None:
     """Run one notebook; keep its executed copy (of a failed run too) in ``out_dir``, and the executed notebook in
     ``executed[path.name]`` when given. Returns the error, or None; a copy that cannot be written (a full disk, a
-    file-size limit) is this notebook's error too, and the run goes on."""
+    file-size limit) is this notebook's error too, and the run goes on. Raises KeyboardInterrupt, after the kernel
+    is shut down and the copy written, when SIGINT arrived while the notebook ran."""
     notebook = nbformat.read(path, as_version=4)
     error = copy_error = None
+    client = InterruptibleClient(notebook, timeout=timeout, kernel_name="python3",
+                                 resources={"metadata": {"path": str(path.parent)}})
     try:
-        NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        client.execute()
     except Exception as failure:  # a failing cell, a dead kernel, a timeout: report it, run the next notebook
         if getattr(failure, "ename", None):  # nbclient's CellExecutionError: the cell's own exception
             error = f"{failure.ename}: {failure.evalue}"
@@ -56,6 +89,8 @@ def execute(path: Path, out_dir: Path, timeout: int, executed: dict | None = Non
         if executed is not None:
             executed[path.name] = notebook
         copy_error = write_copy(notebook, out_dir / path.name)
+    if client.interrupted:
+        raise KeyboardInterrupt(f"{path.name} interrupted" + (f" ({copy_error})" if copy_error else ""))
     return "; ".join(part for part in (error, copy_error) if part) or None
 
 
@@ -85,7 +120,10 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     for path in paths:
         start = time.perf_counter()
         print(f"running {path.name} ...", flush=True)
-        error = execute(path, out_dir, timeout, executed)
+        try:
+            error = execute(path, out_dir, timeout, executed)
+        except KeyboardInterrupt:
+            return interrupted(path, paths, timings, failed, out_dir)
         elapsed = time.perf_counter() - start
         timings.append((path.name, elapsed))
         if error:
@@ -117,6 +155,22 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
               + f". Their executed copies, with the error, are in {out_dir}.", file=sys.stderr)
         return 1
     return 0
+
+
+def interrupted(during: Path, paths: list[Path], timings: list[tuple[str, float]], failed: dict, out_dir: Path) -> int:
+    """Report a run stopped by Ctrl-C while ``during`` ran: what finished, what failed, what never ran. Nothing is
+    gathered (the ledger and the README stay as they were). Returns the exit code, 130."""
+    ran = [name for name, _ in timings]
+    finished = [name for name in ran if name not in failed]
+    waiting = [path.name for path in paths[paths.index(during) + 1:]]
+    print(f"\ninterrupted during {during.name} (its kernel shut down; its executed copy, if written, is in {out_dir})",
+          file=sys.stderr)
+    for name, elapsed in timings:
+        print(f"  {elapsed:8.1f} s  {name}" + (f"  FAILED ({failed[name]})" if name in failed else "  finished"),
+              file=sys.stderr)
+    print(f"finished: {', '.join(finished) or 'none'}; not run: {', '.join(waiting) or 'none'}. Nothing was gathered "
+          "(python -m helpers.claims --gather merges the claims the finished notebooks wrote).", file=sys.stderr)
+    return INTERRUPTED
 
 
 if __name__ == "__main__":

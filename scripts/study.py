@@ -6,7 +6,8 @@ notebook) whose claims file is there, computed under the profile with that seed,
 study resumes where it stopped. Then each notebook's rows are combined over the seeds (``helpers.claims.combine_seeds``:
 a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
 and gathered into ``claims/ledger_cpu.json`` and the README, marked as a study; a later single-seed ``make reproduce``
-keeps them and prints whether its values fall inside the study's seed range.
+keeps them and prints whether its values fall inside the study's seed range. Ctrl-C stops the study at once (the
+running kernel is shut down), names what finished, combines and gathers nothing, and exits 130; a rerun resumes.
 
 Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2]
 """
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduce import ROOT, execute  # noqa: E402  (the one notebook executor)
+from reproduce import INTERRUPTED, ROOT, execute  # noqa: E402  (the one notebook executor)
 
 
 def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
@@ -46,6 +47,13 @@ def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execu
                 start = time.perf_counter()
                 print(f"[seed {seed}] running {path.name} ...", flush=True)
                 error = runner(path, out_dir, timeout)
+            except KeyboardInterrupt:
+                finished = [f"seed {s} {p.name[:2]}" for s in seeds for p in paths
+                            if claims.study_seed_is_done(profile.name, s, p.name[:2])]
+                print(f"\n[study] interrupted during seed {seed} {path.name}: finished "
+                      f"{', '.join(finished) or 'none'}; nothing combined or gathered (rerun the study: finished "
+                      "seeds are kept)", file=sys.stderr)
+                return INTERRUPTED
             finally:
                 del os.environ[profiles.SEED_VAR]
             print(f"[seed {seed}] {path.name}: {time.perf_counter() - start:.1f} s" + (f"  FAILED ({error})" if error else ""),

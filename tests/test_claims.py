@@ -359,6 +359,7 @@ NOTEBOOK_TABLES = {"06": ("table3",)}  # result tables a notebook's summary cell
 def test_every_executed_notebook_wrote_well_formed_claims(request, session_start):
     """Runs after nbmake: each notebook executed in this session wrote its claims (smoke profile) in this session."""
     executed = {Path(str(item.fspath)).name[:2] for item in request.session.items if str(item.fspath).endswith(".ipynb")}
+    executed |= getattr(request.session, "notebooks_run_by_tests", set())  # run whole by tests/test_out_of_order.py
     if not executed:
         pytest.skip("no notebook was executed in this session (run with `notebooks --nbmake`)")
     profile = os.environ.get("WORKBOOK_PROFILE", "smoke")
@@ -811,3 +812,23 @@ def test_the_committed_ledgers_redeclared_blocks_are_shown_stale_and_check_passe
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "01 at `7c4c718`, rebuilt since by `scripts/redeclare_ledger.py` under the current declarations: **stale**" in text
     assert claims.provenance_problems() == []  # the ledger against itself: stale code is no inconsistency
+
+
+def test_each_row_records_its_mde_and_an_underpowered_row_is_counted_apart():
+    declared = claims.Declared(**{**DECLARED, "paper_effect": -17.07})
+    # a straddling interval of half-width 15: it detects 1.43 x 15 = 21.4 > the paper's 17.07 points
+    wide = declared.measured(-5.0, -20.0, 10.0, "bootstrap over 32 prompts", 32)
+    assert wide.mde == pytest.approx(metrics.minimum_detectable_effect(15.0)) and wide.paper_effect == -17.07
+    assert wide.verdict == "inconclusive" and wide.underpowered
+    assert "underpowered here: detects at least 21.4" in wide.verdict_text
+    # a narrow straddling one could have seen the paper's effect: a plain inconclusive row
+    narrow = declared.measured(-1.0, -4.0, 2.0, "bootstrap over 32 prompts", 32)
+    assert narrow.verdict == "inconclusive" and not narrow.underpowered and "underpowered" not in narrow.verdict_text
+    tallied = claims.tally([dataclasses.replace(wide, paper="002"), narrow])
+    assert "1 underpowered here" in tallied and "1 interval straddles" in tallied
+    # a row from before the power fields (no mde, no paper effect) still loads and is a plain inconclusive row
+    old = {key: value for key, value in dataclasses.asdict(narrow).items() if key not in ("mde", "paper_effect")}
+    assert claims.Claim(**old).mde is None and not claims.Claim(**old).underpowered
+    # a study row's MDE is the nested interval's, t over the seeds
+    studied = claims.combine_seeds(_seeds([2.0, 2.5, 3.0]))[0]
+    assert studied.mde == pytest.approx(metrics.seeds_with_examples_mde([2.0, 2.5, 3.0], [1.0] * 3))

@@ -2,19 +2,22 @@
 training step in bf16 and in fp16 with the gradient scaler, each with its time, peak and estimate, into JSON and
 markdown. Kept to about a minute: one notebook on the smoke profile's own tiny model, one training notebook."""
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from helpers import memory
-from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    return load_script("gpu_run")
+    spec = importlib.util.spec_from_file_location("gpu_run", ROOT / "scripts" / "gpu_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_gpu_script_runs_its_steps_on_cpu_and_records_them(tmp_path):

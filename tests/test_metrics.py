@@ -154,3 +154,50 @@ def test_stopped_improving_needs_enough_points_and_a_gain():
         with pytest.raises(ValueError, match=match):
             metrics.stopped_improving([(0, 0.0), (1, 1.0)], **bad)
     assert metrics.mean_curve([[(0, 1.0), (5, 3.0)], [(0, 3.0), (5, 5.0), (10, 9.0)]]) == [(0, 2.0), (5, 4.0)]
+
+
+def test_a_true_effect_of_the_minimum_detectable_effect_is_detected_four_times_in_five():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    # a normal interval (a bootstrap over examples): estimate ~ N(delta, se), interval +- 1.96 se
+    se, draws = 0.3, 20000
+    half = 1.959964 * se
+    mde = metrics.minimum_detectable_effect(half)
+    assert mde == pytest.approx((1.959964 + 0.841621) / 1.959964 * half, rel=1e-4)  # about 1.43 half-widths
+    detected = np.mean(mde + se * rng.standard_normal(draws) - half > 0)
+    assert detected == pytest.approx(0.80, abs=0.015)
+    assert np.mean(0.5 * mde + se * rng.standard_normal(draws) - half > 0) < 0.4  # half the MDE: mostly missed
+    # a t interval over 5 seeds, read at the expected spread: the interval (with its own sample SD) excludes 0 at
+    # about the stated power when the true effect is the MDE
+    seeds, sigma = 5, 1.0
+    t_half = metrics.mean_ci95([-sigma, sigma, -sigma, sigma, 0.0])[1]  # any sample: only the quantile matters below
+    from scipy import stats
+    expected_half = stats.t.ppf(0.975, seeds - 1) * sigma / math.sqrt(seeds)
+    mde_t = metrics.minimum_detectable_effect(expected_half, df=seeds - 1)
+    samples = mde_t + sigma * rng.standard_normal((draws, seeds))
+    means, sds = samples.mean(axis=1), samples.std(axis=1, ddof=1)
+    power = np.mean(means - stats.t.ppf(0.975, seeds - 1) * sds / math.sqrt(seeds) > 0)
+    assert 0.72 < power < 0.85 and t_half > 0
+    with pytest.raises(ValueError, match="half_width=-1"):
+        metrics.minimum_detectable_effect(-1)
+
+
+def test_the_study_rows_mde_comes_from_its_seed_and_example_terms():
+    from scipy import stats
+
+    # identical seeds: the seeds' term is 0, so the examples' normal interval alone
+    assert metrics.seeds_with_examples_mde([1.0, 1.0, 1.0], [0.2, 0.2, 0.2]) == pytest.approx(
+        metrics.minimum_detectable_effect(0.2))
+    # no example noise: the seeds' t interval alone, with S - 1 degrees of freedom
+    values = [0.0, 1.0, 2.0]
+    half = metrics.mean_ci95(values)[1]
+    assert metrics.seeds_with_examples_mde(values, [0.0] * 3) == pytest.approx(
+        metrics.minimum_detectable_effect(half, df=2))
+    assert metrics.minimum_detectable_effect(half, df=2) == pytest.approx(
+        (stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) / stats.t.ppf(0.975, 2) * half)
+    # both terms: more than the nested half-width, less than the all-t reading
+    nested = metrics.seeds_with_examples_interval(values, [0.5] * 3)
+    both = metrics.seeds_with_examples_mde(values, [0.5] * 3)
+    nested_half = (nested[2] - nested[1]) / 2
+    assert nested_half < both < metrics.minimum_detectable_effect(nested_half, df=2)

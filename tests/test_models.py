@@ -247,6 +247,10 @@ def test_embedded_model_structure(embedded):
 
 
 def test_an_unreachable_hub_model_says_the_cpu_profile_works_offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # what no connection looks like, without waiting for a timeout
+    # What no connection looks like, without waiting for one: huggingface_hub reads HF_HUB_OFFLINE once, at import,
+    # so setting the variable here would change nothing (the load would try the network, retrying for ~45 s).
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(models.HubUnreachableError, match="'nobody/no-such-model-here'.*WORKBOOK_PROFILE=cpu"):
         models.load_tokenizer("nobody/no-such-model-here")

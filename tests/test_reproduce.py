@@ -1,5 +1,6 @@
 """scripts/reproduce.py (``make reproduce``): a notebook that fails is named, the ones that finished are gathered,
 and the run exits non-zero; executed copies go under the workbook root, not the script's checkout."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -10,7 +11,6 @@ import nbformat
 import pytest
 
 from helpers import claims
-from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,10 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
 
 
 def _reproduce_module():
-    return load_script("reproduce")
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_untimed_cells():
@@ -90,6 +93,8 @@ def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_ru
     ran, gathered = [], []
 
     class Kernel:  # stands in for nbclient: "executes" a notebook without a kernel
+        interrupted = False
+
         def __init__(self, notebook, **options):
             self.notebook = notebook
 
@@ -103,7 +108,7 @@ def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_ru
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(path, text)
 
-    monkeypatch.setattr(module, "NotebookClient", Kernel)
+    monkeypatch.setattr(module, "InterruptibleClient", Kernel)
     monkeypatch.setattr(store, "write_text", write_text)
     monkeypatch.setattr(claims, "gather", lambda notebooks: gathered.extend(notebooks) or [])
     monkeypatch.setattr(claims, "headline", lambda rows: "headline")
@@ -121,3 +126,58 @@ def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_ru
     assert "02_x.ipynb  FAILED" in out.split("notebook times:")[1] and "costliest cells" in out
     assert gathered == ["01", "03"]  # the gather ran, without the failed notebook
     assert sorted(path.name for path in copy.parent.iterdir()) == ["01_x.ipynb", "03_x.ipynb"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie is dead, only not yet reaped
+        return handle.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_run_ends_the_kernel_names_what_finished_and_exits_130(tmp_path):
+    """Ctrl-C in the terminal: SIGINT to the script's process group (the kernel runs in its own session, so only
+    the script gets it) while notebook 02 sleeps. The run stops within seconds with exit status 130, 02's kernel is
+    gone, 03 never runs, the report names 01 as finished, and nothing is gathered."""
+    import signal
+    import time
+
+    root = tmp_path / "workbook"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "helpers").mkdir()
+    (root / "pyproject.toml").touch()
+    pid_file = tmp_path / "kernel.pid"
+    notebooks = [_notebook(root / "notebooks" / "01_quick.ipynb", "x = 1"),
+                 _notebook(root / "notebooks" / "02_sleeps.ipynb",
+                           f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)"),
+                 _notebook(root / "notebooks" / "03_never.ipynb", f"open({str(tmp_path / 'ran')!r}, 'w')")]
+    env = {**os.environ, "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "cpu"}
+    run = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "reproduce.py"), *map(str, notebooks)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+            time.sleep(0.1)
+        kernel = int(pid_file.read_text())
+        assert _alive(kernel)
+        interrupted = time.time()
+        os.killpg(run.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, err = run.communicate(timeout=30)
+        stopped = time.time() - interrupted
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 130 and stopped < 10, (run.returncode, stopped, out, err)
+    deadline = time.time() + 5
+    while _alive(kernel) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(kernel), "the interrupted notebook's kernel outlived the run"
+    assert "interrupted during 02_sleeps.ipynb" in err and "FAILED" not in out + err
+    assert "finished: 01_quick.ipynb; not run: 03_never.ipynb" in err
+    assert "running 03_never.ipynb" not in out and not (tmp_path / "ran").exists()
+    assert not (root / "claims").exists()  # nothing gathered
+    assert (root / "runs" / "notebooks" / "02_sleeps.ipynb").exists()  # the interrupted copy is kept

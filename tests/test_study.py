@@ -1,18 +1,21 @@
 """scripts/study.py: each (seed, notebook) runs once, under WORKBOOK_SEED; an interrupted study resumes; a failed
 seed is named and the exit code is 1."""
+import importlib.util
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from helpers import claims, profiles
-from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _study_module():
-    return load_script("study")
+    spec = importlib.util.spec_from_file_location("study", ROOT / "scripts" / "study.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
@@ -62,3 +65,22 @@ def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook):
     assert row.seed_values == (1.0, 2.0, 3.0) and row.value == pytest.approx(2.0)
     assert (workbook / "figures" / "02_seed_spread.png").stat().st_size > 0  # the seeds behind the verdict, drawn
     assert profiles.study_seed() is None  # the variable does not outlive the study
+
+
+def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook):
+    """A KeyboardInterrupt from the notebook executor (reproduce.execute raises it after shutting the kernel down)
+    ends the study there: no later seed runs, nothing is combined or gathered, the seed variable is unset."""
+    study = _study_module()
+    notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    calls = []
+    finishes = _fake_notebook(calls)
+
+    def runner(path, out_dir, timeout):
+        if profiles.study_seed() == 1:
+            calls.append((1, path.name))
+            raise KeyboardInterrupt
+        return finishes(path, out_dir, timeout)
+
+    assert study.study([notebook], [0, 1, 2], runner=runner) == 130
+    assert calls == [(0, notebook.name), (1, notebook.name)]
+    assert not claims.ledger_path().exists() and profiles.study_seed() is None

@@ -1,4 +1,5 @@
-"""Worker processes die with the kernel that started them (a killed notebook leaves no orphan training)."""
+"""Worker processes die with the kernel that started them (a killed notebook leaves no orphan training), and an
+interrupt (Jupyter's stop button) cancels the queued jobs and ends the running ones within seconds."""
 import os
 import signal
 import subprocess
@@ -60,3 +61,65 @@ def test_a_worker_whose_parent_is_already_gone_exits_at_once():
     probe = subprocess.run([sys.executable, "-c", "import sys\nfrom helpers import workers\n"
                             "workers.die_with_parent(999999999)\nprint('still here')"], capture_output=True, text=True)
     assert probe.returncode == 1 and "still here" not in probe.stdout
+
+
+INTERRUPTED_KERNEL = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from helpers import workers
+
+    def slow(index):  # stands in for a tagger's training: a minute per job
+        (Path(sys.argv[1]) / f"{index}.started").write_text(str(os.getpid()))
+        time.sleep(60)
+        return index
+
+    if __name__ == "__main__":
+        try:
+            workers.run_jobs(slow, list(range(12)), 2)
+            print("all jobs ran", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("whom", ["group", "kernel"])
+def test_an_interrupt_cancels_the_queued_jobs_and_ends_the_running_ones_within_seconds(tmp_path, whom):
+    """12 one-minute jobs in 2 workers; SIGINT once two have started, to the kernel's whole process group (what
+    Jupyter's stop button does) or to the kernel alone: the call raises KeyboardInterrupt within seconds, the two
+    running workers are gone, and none of the 10 queued jobs ever starts."""
+    script = tmp_path / "kernel.py"
+    script.write_text(INTERRUPTED_KERNEL)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    kernel = subprocess.Popen([sys.executable, str(script), str(marks)], stdout=subprocess.PIPE, text=True,
+                              cwd=tmp_path, start_new_session=True)  # a kernel leads its own process group
+    try:
+        deadline = time.time() + 120
+        while len(list(marks.iterdir())) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.2)  # both pids written
+        children = [int(path.read_text()) for path in marks.iterdir()]
+        assert len(children) == 2 and all(_alive(pid) for pid in children)
+        interrupted = time.time()
+        if whom == "group":
+            os.killpg(kernel.pid, signal.SIGINT)
+        else:
+            kernel.send_signal(signal.SIGINT)
+        out, _ = kernel.communicate(timeout=20)
+        stopped = time.time() - interrupted
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+    assert out.strip() == "interrupted" and stopped < 10, (out, stopped)
+    assert not any(_alive(pid) for pid in children), f"workers {children} outlived the interrupt"
+    time.sleep(1)
+    assert sorted(path.name for path in marks.iterdir()) == ["0.started", "1.started"]  # no queued job ran
+
+
+def test_a_pool_of_no_workers_is_refused_naming_the_argument():
+    from helpers import workers
+
+    with pytest.raises(ValueError, match="workers=0 must be a positive int"):
+        workers.worker_pool(0)

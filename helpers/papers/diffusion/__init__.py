@@ -8,14 +8,18 @@ cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as
   :func:`mask_predict_config`), the diffusion objective (:func:`diffusion_batch`, :func:`diffusion_loss`) and the
   likelihood bound (:func:`diffusion_bound`, :func:`causal_nll`); the block-causal mask is
   :func:`helpers.masks.block_causal`;
+- :mod:`.ecosystem`: diffusers' ``BlockRefinementScheduler`` (``LLaDA2Pipeline``, and ``DiffusionGemmaPipeline``'s
+  uniform-corruption loop) driven by the same model, the library's implementation of :func:`sample`;
 - :mod:`.settings`: the sizes per profile;
 - :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model, the fine-tune (run
   folder keyed by :class:`FineTuneKey`) and the likelihood study;
 - :mod:`.report`: the papers' numbers, the sentences and :func:`claims`;
 - :mod:`.figures`: the masks, the commit maps and their widget, the sampler bars, the steps and the likelihood.
 """
-from . import experiment, figures, mechanism, report, settings
-from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD, TRUTH_ROW, BlockProof,
+from . import ecosystem, experiment, figures, mechanism, report, settings
+from .ecosystem import BackendLogits, llada2_generate, pipeline_arguments, uniform_generate
+from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD,
+                         TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof, corruption_generations, corruption_rows,
                          FineTuned, FineTuneKey, Generations, LikelihoodStudy, accuracy_difference, anatomy, anatomy_rows,
                          block_mask_identities, cache_matches, cache_speed, fine_tune, fine_tune_heldout_curve, generate,
                          heldout_blocks, heldout_diffusion_batches, heldout_diffusion_loss,
@@ -26,7 +30,7 @@ from .figures import (anatomy_figure, block_masks_figure, commit_map_figure, lik
                       sampler_view, samplers_figure, steps_figure)
 from .mechanism import (BoundSamples, Sampled, SamplerConfig, Step, causal_nll, diffusion_batch, diffusion_bound,
                         diffusion_loss, mask_predict_config, sample, unmasked_after)
-from .report import (CLAIMS, NAMES, PAPER, claims, describe_blocks, describe_fine_tune, describe_mask_predict, describe_masks,
+from .report import (CLAIMS, NAMES, PAPER, claims, describe_blocks, describe_corruption, describe_editing, describe_fine_tune, describe_mask_predict, describe_masks,
                      describe_remasking, describe_steps, sampler_table, settings_table)
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings, curve_points
 
@@ -47,7 +51,9 @@ CITATIONS = {
 }
 CITATION = {**CITATIONS["LLaDA"], "also": [CITATIONS[name] for name in ("MDLM", "BD3-LM", "Fast-dLLM")]}
 
-__all__ = ["BLOCK_CAUSAL", "CITATION", "CITATIONS", "CLAIMS", "FINE_TUNE_HELDOUT_CURVE", "NAMES", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
+__all__ = ["BLOCK_CAUSAL", "EDITING", "MASK_CORRUPTION", "UNIFORM_CORRUPTION", "BackendLogits", "corruption_generations",
+           "corruption_rows", "describe_corruption", "describe_editing", "ecosystem", "llada2_generate",
+           "pipeline_arguments", "uniform_generate", "CITATION", "CITATIONS", "CLAIMS", "FINE_TUNE_HELDOUT_CURVE", "NAMES", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
            "SETTINGS", "THRESHOLD", "TRUTH_ROW", "BlockProof", "BoundSamples", "DiffusionSettings", "FineTuneKey",
            "FineTuned", "Generations", "LikelihoodStudy", "Sampled", "SamplerConfig", "Step", "accuracy_difference",
            "anatomy", "anatomy_figure", "anatomy_rows", "block_mask_identities", "block_masks_figure", "cache_matches",

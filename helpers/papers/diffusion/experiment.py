@@ -43,6 +43,9 @@ MASK_PREDICT = "mask-predict + LTD (notebook 05)"
 SEMI_AR = "semi-AR blocks, full attention"
 BLOCK_CAUSAL = "block-causal blocks + exact KV cache"
 THRESHOLD = "Fast-dLLM threshold"
+EDITING = "block-causal + token editing"
+MASK_CORRUPTION = "fine-tuned, mask corruption (block-causal)"
+UNIFORM_CORRUPTION = "fine-tuned, uniform corruption (block-causal)"
 TRUTH_ROW = openltg_experiment.TRUTH_ROW
 LR_N = 5  # LR-5, notebook 05's WP setting
 FINE_TUNE_RUN = "07_diffusion_fine_tune"
@@ -65,8 +68,29 @@ def sampler_rows(settings: DiffusionSettings) -> dict[str, SamplerConfig]:
     rows = {LOW_CONFIDENCE: settings.llada(), RANDOM: settings.llada(remasking="random"),
             MASK_PREDICT: settings.mask_predict(), SEMI_AR: settings.llada(block_length=settings.block_length),
             BLOCK_CAUSAL: settings.llada(block_length=settings.block_length, attention="block-causal")}
+    rows[EDITING] = settings.llada(block_length=settings.block_length, attention="block-causal",
+                                   editing_threshold=settings.editing_threshold)
     rows.update({steps_row(steps): settings.llada(steps) for steps in settings.step_grid if steps != settings.steps})
     return rows
+
+
+def corruption_rows(settings: DiffusionSettings) -> dict[str, SamplerConfig]:
+    """The corruption switch's two rows: block-causal decoding (``settings.block_length``, T = ``settings.steps``) with
+    the mask token, and with uniform noise (each on the fine-tune of that corruption: :func:`corruption_generations`)."""
+    base = settings.llada(block_length=settings.block_length, attention="block-causal")
+    return {MASK_CORRUPTION: base, UNIFORM_CORRUPTION: replace(base, corruption="uniform")}
+
+
+def corruption_generations(backends: dict[str, MaskedLM], prompts: Sequence[torch.Tensor], settings: DiffusionSettings,
+                           *, seed: int = 0) -> Generations:
+    """Each corruption row decoded by its own fine-tuned model (``backends``: row name -> backend), same prompts, seeds
+    and forward passes."""
+    out = Generations()
+    for name, config in corruption_rows(settings).items():
+        found = generate(backends[name], prompts, {name: config}, settings, seed=seed)
+        out.texts.update(found.texts)
+        out.forward_passes.update(found.forward_passes)
+    return out
 
 
 def anatomy_rows(settings: DiffusionSettings) -> dict[str, SamplerConfig]:
@@ -77,7 +101,13 @@ def anatomy_rows(settings: DiffusionSettings) -> dict[str, SamplerConfig]:
             f"semi-AR, B={block}": settings.llada(steps, block_length=block),
             f"block-causal, B={block}": settings.llada(steps, block_length=block, attention="block-causal"),
             f"{THRESHOLD} τ={settings.threshold:g}, B={block}": settings.llada(block_length=block,
-                                                                              threshold=settings.threshold)}
+                                                                              threshold=settings.threshold),
+            f"{THRESHOLD} τ={settings.threshold:g} + editing τ_e={settings.editing_threshold:g}, B={block}":
+                settings.llada(block_length=block, attention="block-causal", threshold=settings.threshold,
+                               editing_threshold=settings.editing_threshold, edit_passes=settings.edit_passes),
+            f"uniform corruption, block-causal, B={block}": settings.llada(steps, block_length=block,
+                                                                          attention="block-causal",
+                                                                          corruption="uniform")}
 
 
 @dataclass
@@ -280,7 +310,8 @@ def fine_tune_heldout_curve(records: Sequence[dict]) -> list[tuple[int, float]]:
     return [(step, -value) for step, value in metrics.curve_points(records, FINE_TUNE_HELDOUT_KEY)]
 
 
-def heldout_diffusion_batches(backend: MaskedLM, profile, settings: DiffusionSettings) -> list[dict]:
+def heldout_diffusion_batches(backend: MaskedLM, profile, settings: DiffusionSettings, *,
+                              corruption: str = "mask") -> list[dict]:
     """The fine-tune's held-out batches: ``fine_tune_eval_blocks`` validation blocks of ``fine_tune_seq_len`` tokens,
     masked once by LLaDA's forward process (:func:`.mechanism.diffusion_batch`, antithetic ratios) from a fixed seed,
     in batches of ``fine_tune_batch``; every evaluation scores the same masks."""
@@ -292,7 +323,9 @@ def heldout_diffusion_batches(backend: MaskedLM, profile, settings: DiffusionSet
         rows = blocks[first:first + settings.fine_tune_batch]
         generator = O.seeded_generator(HELDOUT_MASK_SEED, index, 0)
         batches.append(mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
-                                                 special_ids=tokenizer.all_special_ids, generator=generator))
+                                                 special_ids=tokenizer.all_special_ids, generator=generator,
+                                                 corruption=corruption,
+                                                 vocab_size=mechanism.noise_vocabulary(backend)))
     return batches
 
 
@@ -307,13 +340,18 @@ def heldout_diffusion_loss(model, batches: Sequence[dict]) -> float:
     return total / rows
 
 
-def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, progress: bool = True) -> FineTuned:
+def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, progress: bool = True,
+              corruption: str = "mask") -> FineTuned:
     """Continue notebook 02's MNTP adapter (merged into ``backend.model``) with a fresh LoRA trained on LLaDA's Eq. 3
     (:func:`.mechanism.diffusion_batch`, :func:`.mechanism.diffusion_loss`; the shift kept) for
     ``settings.fine_tune_steps`` steps of the shared loop (``training.train``), same LoRA and cpu learning rate as
-    notebook 02. A finished run is reloaded from its folder instead of retrained."""
+    notebook 02. A finished run is reloaded from its folder instead of retrained. ``corruption="uniform"`` corrupts
+    with uniformly random tokens instead of the mask token (:func:`.mechanism.diffusion_batch`), in training and in the
+    held-out loss, in a run folder of its own; everything else (seed, steps, LoRA, batches, positions) is the same."""
+    mechanism._choice(corruption, "corruption", mechanism.CORRUPTIONS)
     key = FineTuneKey.of(profile, settings)
-    run = store.reuse_run(FINE_TUNE_RUN, key)
+    run = store.reuse_run(FINE_TUNE_RUN if corruption == "mask" else f"{FINE_TUNE_RUN}_{corruption}", key)
+    noise = dict(corruption=corruption, vocab_size=mechanism.noise_vocabulary(backend))
     adapter = run.path / "adapter"
     model = copy.deepcopy(backend.model)
     if run.finished() is not None and training.adapter_exists(adapter):
@@ -330,10 +368,10 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
             generator = O.seeded_generator(settings.seed, step, micro)
             rows = blocks[torch.randint(len(blocks), (settings.fine_tune_batch,), generator=generator)]
             batch = mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
-                                              special_ids=tokenizer.all_special_ids, generator=generator)
+                                              special_ids=tokenizer.all_special_ids, generator=generator, **noise)
             return O.to_device(batch, device)
 
-        heldout = heldout_diffusion_batches(backend, profile, settings)
+        heldout = heldout_diffusion_batches(backend, profile, settings, corruption=corruption)
         config = training.TrainConfig(steps=settings.fine_tune_steps, batch_size=settings.fine_tune_batch,
                                       lr=settings.fine_tune_lr, eval_every=settings.fine_tune_eval_every,
                                       seed=settings.seed)
@@ -344,7 +382,8 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
         run.finish({"steps": settings.fine_tune_steps,
                     "last_loss": [record for record in records if "loss" in record][-1]["loss"]})
     merged = tuned.merge_and_unload().eval().requires_grad_(False)
-    return FineTuned(MNTPDecoder(merged, backend.tokenizer, backend.mask_id, name=f"{backend.name} + diffusion fine-tune"),
+    label = "diffusion fine-tune" if corruption == "mask" else f"{corruption}-corruption diffusion fine-tune"
+    return FineTuned(MNTPDecoder(merged, backend.tokenizer, backend.mask_id, name=f"{backend.name} + {label}"),
                      [record for record in records if "loss" in record], key, run.path,
                      [record for record in records if FINE_TUNE_HELDOUT_KEY in record])
 

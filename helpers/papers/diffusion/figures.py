@@ -20,8 +20,10 @@ from .mechanism import Sampled, SamplerConfig
 __all__ = ["block_masks_figure", "proof_figure", "commit_map_figure", "anatomy_figure", "sampler_view",
            "samplers_figure", "steps_figure", "likelihood_figure"]
 
-_STATES = ["#bdbdbd", "#31a354", "#ffffff", "#de2d26"]  # masked, committed at this step, committed before, re-masked
-_STATE_LABELS = ["masked", "committed at this step", "committed earlier", "re-masked (was committed)"]
+# masked (or noise, under uniform corruption), committed at this step, committed before, re-masked, edited
+_STATES = ["#bdbdbd", "#31a354", "#ffffff", "#de2d26", "#3182bd"]
+_STATE_LABELS = ["masked / noise", "committed at this step", "committed earlier", "re-masked (was committed)",
+                 "edited (committed token re-written)"]
 
 
 def block_masks_figure(prompt_length: int = 4, length: int = 12, block: int = 4) -> plt.Figure:
@@ -64,13 +66,15 @@ def _commit_states(sampled: Sampled, row: int) -> np.ndarray:
     for step in sampled.trace:
         before = ~step.masked[row]
         state = np.where(step.committed[row], 1, np.where(before & ~step.remasked[row], 2, 0))
-        states.append(np.where(step.remasked[row], 3, state))
+        state = np.where(step.remasked[row], 3, state)
+        states.append(state if step.edited is None else np.where(step.edited[row], 4, state))
     return np.array(states)
 
 
 def _draw_commit_map(ax, sampled: Sampled, title: str, row: int = 0) -> None:
     states = _commit_states(sampled, row)
-    ax.imshow(states, cmap=ListedColormap(_STATES), vmin=0, vmax=3, aspect="auto", interpolation="nearest")
+    ax.imshow(states, cmap=ListedColormap(_STATES), vmin=0, vmax=len(_STATES) - 1, aspect="auto",
+              interpolation="nearest")
     ax.set_yticks(range(len(states)), [f"t={i} (+{int(c.sum())})" for i, c in
                                        enumerate(step.committed[row] for step in sampled.trace)], fontsize=6)
     block = sampled.config.block_length
@@ -80,7 +84,9 @@ def _draw_commit_map(ax, sampled: Sampled, title: str, row: int = 0) -> None:
     ax.set_xticks(np.arange(-0.5, length, 1), minor=True)
     ax.grid(which="minor", color="#e0e0e0", lw=0.4)
     ax.tick_params(which="minor", length=0)
-    ax.set_title(f"{title}: {sampled.forward_passes} forward passes", fontsize=8)
+    edits = sum(int(step.edited[row].sum()) for step in sampled.trace if step.edited is not None)
+    extra = f", {edits} edits" if edits else ""
+    ax.set_title(f"{title}: {sampled.forward_passes} forward passes{extra}", fontsize=8)
 
 
 def commit_map_figure(sampled: Sampled, tokenizer, title: str = "", row: int = 0) -> plt.Figure:
@@ -92,7 +98,7 @@ def commit_map_figure(sampled: Sampled, tokenizer, title: str = "", row: int = 0
     ax.set_xlabel("target position")
     text = tokenizer.decode(sampled.tokens[row], skip_special_tokens=True) if tokenizer is not None else ""
     ax.legend(handles=[Patch(facecolor=color, edgecolor="#999999", label=label)
-                       for color, label in zip(_STATES, _STATE_LABELS)], fontsize=6, ncol=4,
+                       for color, label in zip(_STATES, _STATE_LABELS)], fontsize=6, ncol=5,
               loc="upper center", bbox_to_anchor=(0.5, -0.25 if text else -0.15), frameon=False)
     if text:
         ax.text(0.0, -0.5, f"final: {text[:160]!r}", transform=ax.transAxes, fontsize=7, va="top")
@@ -110,7 +116,7 @@ def anatomy_figure(traces: dict[str, Sampled], row: int = 0) -> plt.Figure:
         _draw_commit_map(ax, sampled, name, row)
     np.atleast_1d(axes)[-1].set_xlabel("target position")
     fig.legend(handles=[Patch(facecolor=color, edgecolor="#999999", label=label)
-                        for color, label in zip(_STATES, _STATE_LABELS)], fontsize=7, ncol=4, loc="lower center",
+                        for color, label in zip(_STATES, _STATE_LABELS)], fontsize=7, ncol=5, loc="lower center",
                frameon=False)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
@@ -119,7 +125,10 @@ def anatomy_figure(traces: dict[str, Sampled], row: int = 0) -> plt.Figure:
 def _describe(config: SamplerConfig) -> str:
     rule = f"threshold τ={config.threshold:g}" if config.threshold is not None else f"T={config.steps}"
     blocks = f"B={config.block_length}" if config.block_length else "one block"
-    return f"{config.remasking}, {rule}, {blocks}, {config.attention}, temperature {config.temperature:g}"
+    editing = f", editing τ_e={config.editing_threshold:g}" if config.editing_threshold is not None else ""
+    noise = ", uniform corruption" if config.corruption == "uniform" else ""
+    return (f"{config.remasking}, {rule}, {blocks}, {config.attention}, temperature {config.temperature:g}"
+            f"{editing}{noise}")
 
 
 def sampler_view(backend: MaskedLM, prompt: torch.Tensor, steps: int = 8, block_length: int = 32,

@@ -19,6 +19,14 @@ with five switches; :class:`SamplerConfig` holds them and :func:`sample` runs th
    (an exact KV cache; each step runs only the current block, plus the finished block once at the next block's first
    step).
 
+Two switches of 2026 systems, defined as diffusers 0.42's ``BlockRefinementScheduler.step`` defines them (tests
+prove the two token-equal, :mod:`.ecosystem`): **token editing** (LLaDA2.1's Token-to-Token editing,
+``editing_threshold``): at every step a committed token of the current block is re-written to the proposal when the
+proposal differs and its raw probability exceeds the threshold; after the block's last mask, up to ``edit_passes``
+more passes run while they edit, only for a block finished before its step budget (``LLaDA2Pipeline``'s loop);
+**uniform corruption** (DiffusionGemma, ``corruption="uniform"``): uncommitted positions of the current block hold
+``randint(0, vocab)`` tokens, drawn at the block's start and re-drawn after every step, instead of the mask token.
+
 Tokens are proposed by 05's nucleus sampler (:func:`helpers.papers.openltg.mechanism.sample_tokens`) or greedily at
 temperature 0. **Banned tokens** (``backend.banned_ids``: specials, the mask token and every token that is only
 underscores) get ``-inf`` logits before the softmax, so every confidence is renormalised over the allowed tokens.
@@ -38,9 +46,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ... import attention, models
+from ... import attention
 from ... import masks as M
-from ... import objectives as O
 from ...checks import real_number, whole_number
 from ...masked_lm import MaskedLM, SourceCache
 from ..openltg import mechanism as mask_predict
@@ -49,6 +56,7 @@ REMASKING = ("low_confidence", "random")
 SCHEDULES = ("uniform", "linear", "mask-predict")
 CONFIDENCES = ("raw", "tempered")
 ATTENTIONS = ("full", "block-causal")
+CORRUPTIONS = ("mask", "uniform")
 TIME_EPSILON = 1e-3  # LLaDA GUIDELINES.md and SMDM: p_mask = (1 - ε) t + ε, so no sequence goes unmasked
 
 
@@ -66,7 +74,8 @@ class SamplerConfig:
     ``threshold`` replaces the schedule by Fast-dLLM's rule, and each block then runs until it has no mask left;
     ``temperature`` 0 is greedy (LLaDA's default), else 05's nucleus sampler at ``temperature`` and ``top_p``;
     ``ltd_beta`` replaces the temperature by OpenLTG's LTD, ``β(1 - t/T)``; ``cache`` False recomputes the whole
-    sequence at every step (the reference the cached paths must equal).
+    sequence at every step (the reference the cached paths must equal). ``editing_threshold``, ``edit_passes`` and
+    ``corruption`` are the two switches of 2026 systems (module docstring).
     """
 
     steps: int = 8
@@ -81,6 +90,9 @@ class SamplerConfig:
     ltd_beta: float | None = None
     attention: str = "full"
     cache: bool = True
+    editing_threshold: float | None = None
+    edit_passes: int = 1
+    corruption: str = "mask"
 
     def __post_init__(self):
         whole_number(self.steps, "steps", 1, "forward passes, T")
@@ -105,6 +117,20 @@ class SamplerConfig:
             raise ValueError("confidence='tempered' needs a sampling temperature > 0 (or ltd_beta); greedy scores are raw")
         if self.attention == "block-causal" and self.block_length is None:
             raise ValueError("attention='block-causal' needs block_length (the block-causal mask's block)")
+        _choice(self.corruption, "corruption", CORRUPTIONS)
+        whole_number(self.edit_passes, "edit_passes", 0, "editing passes over a finished block")
+        if self.editing_threshold is not None:
+            real_number(self.editing_threshold, "editing_threshold", low=0.0, low_open=True,
+                        what="the confidence above which a committed token is re-written (LLaDA2.1's editing)")
+            if self.remask_committed:
+                raise ValueError("editing_threshold re-writes committed tokens, remask_committed=True re-masks them: "
+                                 "choose one (set editing_threshold=None for mask-predict)")
+        if self.corruption == "uniform" and self.block_length is not None and self.attention != "block-causal":
+            raise ValueError("corruption='uniform' draws noise for the current block only; later blocks must be "
+                             "invisible: set attention='block-causal' (or block_length=None for one block)")
+        if self.corruption == "uniform" and self.remask_committed:
+            raise ValueError("corruption='uniform' tracks committed positions; remask_committed=True is mask-predict's "
+                             "rule (set corruption='mask')")
 
     def layout(self, length: int) -> tuple[int, int, int]:
         """``(block, blocks, steps_per_block)`` for a target of ``length`` tokens, or a ValueError naming the setting."""
@@ -201,6 +227,7 @@ class Step:
     scores: torch.Tensor
     committed: torch.Tensor
     remasked: torch.Tensor
+    edited: torch.Tensor | None = None
 
 
 @dataclass
@@ -266,6 +293,13 @@ class _Predictor:
         return backend.head(context[rows, cols + self.start - begin])
 
 
+def noise_vocabulary(backend: MaskedLM) -> int:
+    """The ids uniform corruption draws from: every row of the model's output layer (the width of its logits, as
+    ``BlockRefinementScheduler`` draws ``randint(0, vocab)``), banned ids included."""
+    head = backend.model.get_output_embeddings()
+    return int(head.weight.shape[0])
+
+
 def _snapshot(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to("cpu", copy=True)
 
@@ -277,7 +311,8 @@ def sample(backend: MaskedLM, prompts, length: int, config: SamplerConfig = Samp
     step. Each step proposes a token at every masked position of the current block (:func:`propose`), then keeps
     the schedule's number unmasked (the lowest-ranked re-masked, :func:`lowest`) or applies the threshold rule
     (:func:`threshold_commits`). Every step is recorded in a :class:`Step`. ``prompts``: one 1D id tensor or a list
-    (batched with left padding; each row gets the result it gets alone).
+    (batched with left padding; each row gets the result it gets alone). Long because every switch acts inside the
+    one step loop (proposal, commit rule, editing of committed tokens, renoising), on the state they share.
     """
     prompts = mask_predict.check_prompts(prompts, mask_predict.vocabulary_size(backend.model))
     mask_predict.check_seed(seed)
@@ -296,154 +331,76 @@ def sample(backend: MaskedLM, prompts, length: int, config: SamplerConfig = Samp
     scores = torch.zeros(batch, length, device=device)
     masked = torch.ones(batch, length, dtype=torch.bool, device=device)
     trace: list[Step] = []
+    editing, uniform = config.editing_threshold is not None, config.corruption == "uniform"
+    noise = torch.full_like(tokens, backend.mask_id)  # what an uncommitted position holds: the mask, or uniform noise
+    vocabulary = noise_vocabulary(backend) if uniform else 0
+
+    def draw(lo: int, hi: int) -> None:  # the scheduler's renoising: one uniform draw over the whole block
+        noise[:, lo:hi] = torch.randint(0, vocabulary, (batch, hi - lo), device=device, generator=generator)
+        ids[:, start:] = torch.where(masked, noise, tokens)
+
     for block_index in range(blocks):
         lo, hi = block_index * block, (block_index + 1) * block
         in_block = torch.zeros_like(masked)
         in_block[:, lo:hi] = True
         schedule = None if config.threshold is not None else unmasked_after(block, steps_per_block, config.schedule)
-        inner = 0
-        while bool(masked[:, lo:hi].any()) and (schedule is None or inner < len(schedule)):
+        budget = block if schedule is None else len(schedule)  # the threshold rule commits at least one per step
+        if uniform:
+            draw(lo, hi)
+        inner = polished = 0
+        while True:
+            polishing = not bool(masked[:, lo:hi].any())
+            if polishing:  # LLaDA2Pipeline's editing passes: only a block done before its budget, while they edit
+                if not editing or inner >= budget or polished >= config.edit_passes or (polished and not edited_last):
+                    break
+            elif schedule is not None and inner >= len(schedule):
+                break
             candidates = masked & in_block
-            rows, cols = candidates.nonzero(as_tuple=True)
+            rows, cols = (in_block if editing else candidates).nonzero(as_tuple=True)
             logits = predict(rows, cols, block_index).float()
             logits[:, banned[banned < logits.shape[-1]]] = float("-inf")
             temperature = config.temperature_at(len(trace))
             proposed, score = propose(logits, config, temperature, generator)
+            pending = candidates[rows, cols]
+            edited = torch.zeros_like(masked)
+            if editing:
+                confidence = torch.softmax(logits, -1).gather(-1, proposed[:, None]).squeeze(-1)
+                hit = ~pending & (proposed != tokens[rows, cols]) & (confidence > config.editing_threshold)
+                edited[rows[hit], cols[hit]] = True
+                rewrite = proposed[hit]
+            rows, cols, proposed, score = rows[pending], cols[pending], proposed[pending], score[pending]
             tokens[rows, cols] = proposed
             scores[rows, cols] = score.to(scores.dtype)
-            if schedule is None:
+            if polishing:
+                remasked = masked
+            elif schedule is None:
                 remasked = (masked & ~in_block) | (candidates & ~threshold_commits(scores, candidates, config.threshold))
             else:
                 ranking = scores if config.remask_committed else torch.where(masked, scores, math.inf)
                 counts = torch.full((batch,), block - schedule[inner], dtype=torch.long, device=device)
                 remasked = masked & ~in_block
                 remasked[:, lo:hi] = lowest(ranking[:, lo:hi], counts)
+            if editing:
+                tokens[edited] = rewrite  # row-major order on both sides: the hits' order
             step_scores = torch.full_like(scores, math.nan)
             step_scores[rows, cols] = scores[rows, cols]
             trace.append(Step(len(trace), block_index, temperature, _snapshot(masked), _snapshot(tokens),
-                              _snapshot(step_scores), _snapshot(masked & ~remasked), _snapshot(~masked & remasked)))
+                              _snapshot(step_scores), _snapshot(masked & ~remasked), _snapshot(~masked & remasked),
+                              _snapshot(edited)))
             masked = remasked
-            ids[:, start:] = torch.where(masked, torch.full_like(tokens, backend.mask_id), tokens)
-            inner += 1
+            if uniform:
+                draw(lo, hi)
+            else:
+                ids[:, start:] = torch.where(masked, noise, tokens)
+            if polishing:
+                polished, edited_last = polished + 1, bool(edited.any())
+            else:
+                inner += 1
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return Sampled(_snapshot(tokens), trace, prompts, config, predict.forward_passes, time.perf_counter() - started)
 
 
-# --------------------------------------------------------------------------- training (LLaDA Eq. 3, MDLM)
-
-def diffusion_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor, *, mask_id: int, special_ids,
-                    generator: torch.Generator | None = None, eps: float = TIME_EPSILON) -> dict:
-    """LLaDA's forward process (Eq. 7-8, App. A.1): one masking ratio per sequence, every selectable token replaced
-    by the mask token independently with that probability (no 80/10/10). The ratio is ``p = (1 - ε) t + ε`` with
-    MDLM's antithetic ``t`` (``_sample_t``: one uniform draw in each of the batch's B strata). Special tokens,
-    padding and the first token are never masked (:func:`helpers.objectives.selectable`); labels are MNTP's (output
-    l - 1 predicts token l), so the shift of notebook 02's adapter is kept."""
-    whole_number(mask_id, "mask_id", 0, "a token id")
-    real_number(eps, "eps", low=0.0, high=1.0, high_open=True, what="the smallest masking ratio")
-    batch = input_ids.shape[0]
-    t = (torch.rand(batch, generator=generator) / batch + torch.arange(batch) / batch) % 1
-    ratio = (1 - eps) * t + eps
-    selectable = O.selectable(input_ids, padding_mask, special_ids)
-    drawn = torch.rand(input_ids.shape, generator=generator).to(input_ids.device) < ratio.to(input_ids.device)[:, None]
-    masked = drawn & selectable
-    corrupted = torch.where(masked, torch.full_like(input_ids, mask_id), input_ids)
-    return {"input_ids": corrupted, "padding_mask": padding_mask, "labels": O.labels_for("mntp", input_ids, masked),
-            "ratio": ratio, "tokens": selectable.sum()}
-
-
-def diffusion_loss(model, batch: dict) -> dict:
-    """LLaDA Eq. 3 with the shift: ``(1 / n) Σ_rows (1 / t_row) Σ_masked -log p(x_l | x_t)``, n the selectable
-    tokens of the batch (LLaDA divides by B·L, ``GUIDELINES.md``), under bidirectional attention; each row's masked
-    cross-entropy is :func:`helpers.objectives.gathered_loss` (the head runs at the labelled outputs only). Also
-    returns how many masked tokens the argmax got right and how many there were."""
-    hidden = attention.forward_with_mask(models.decoder_body(model), batch["input_ids"], M.bidirectional,
-                                         padding_mask=batch["padding_mask"]).last_hidden_state
-    head, labels = model.get_output_embeddings(), batch["labels"].to(hidden.device)
-    total, correct, count = hidden.sum() * 0.0, 0, 0
-    for row in range(labels.shape[0]):
-        if not bool((labels[row] != O.IGNORE_INDEX).any()):
-            continue
-        scored = O.gathered_loss(head, hidden[row:row + 1], labels[row:row + 1])
-        total = total + scored["loss"] * scored["count"] / float(batch["ratio"][row])
-        correct, count = correct + int(scored["correct"]), count + int(scored["count"])
-    return {"loss": total / max(int(batch["tokens"]), 1), "correct": correct, "count": count}
-
-
-# --------------------------------------------------------------------------- the likelihood bound (LLaDA Eq. 6, BD3-LM)
-
-@dataclass
-class BoundSamples:
-    """:func:`diffusion_bound`'s Monte Carlo samples, one per (block, sample): the block's bound on its NLL (nats,
-    ``L/l Σ_masked -log p``), its selectable tokens L, how many were masked (l) and how many of those the argmax
-    predicted."""
-
-    nll: torch.Tensor  # (blocks, samples), nats per block
-    tokens: torch.Tensor  # (blocks,)
-    masked: torch.Tensor  # (blocks, samples)
-    correct: torch.Tensor  # (blocks, samples)
-
-    def per_token(self) -> torch.Tensor:
-        """Each block's bound in nats per token (the mean over samples, divided by L)."""
-        return self.nll.mean(1) / self.tokens
-
-
-def _special_ids(backend: MaskedLM) -> list[int]:
-    return list(backend.tokenizer.all_special_ids) if backend.tokenizer is not None else []
-
-
-@torch.inference_mode()
-def diffusion_bound(backend: MaskedLM, blocks: torch.Tensor, *, samples: int, seed: int = 0,
-                    batch_size: int = 8) -> BoundSamples:
-    """LLaDA Eq. 6 (App. A.2, Eq. 14): ``-log p(x) ≤ E_l [L/l Σ_{i masked} -log p(x^i | x_l)]`` with ``l`` uniform on
-    ``{1..L}`` and ``l`` of the L selectable tokens masked uniformly without replacement, under bidirectional attention
-    (one block). ``l`` is stratified over the ``samples`` draws of a block (``⌈L v⌉`` with ``v`` uniform in the
-    sample's stratum: marginally uniform on ``{1..L}``). ``blocks``: ``(n, S)`` token ids."""
-    whole_number(samples, "samples", 1, "Monte Carlo samples per block")
-    generator = torch.Generator().manual_seed(mask_predict.check_seed(seed))
-    selectable = O.selectable(blocks, torch.ones_like(blocks), _special_ids(backend))
-    counts = selectable.sum(-1)
-    nll, masked, correct = (torch.zeros(len(blocks), samples) for _ in range(3))
-    for sample_index in range(samples):
-        v = (sample_index + torch.rand(len(blocks), generator=generator)) / samples
-        chosen = torch.ceil(v * counts).long().clamp(min=1).minimum(counts)
-        ranks = torch.rand(blocks.shape, generator=generator).masked_fill(~selectable, 2.0).argsort(-1).argsort(-1)
-        targets = ranks < chosen[:, None]
-        for first in range(0, len(blocks), batch_size):
-            part = slice(first, first + batch_size)
-            ids = torch.where(targets[part], torch.full_like(blocks[part], backend.mask_id), blocks[part])
-            sums, hits = _scored(backend, ids, blocks[part], targets[part], M.bidirectional)
-            nll[part, sample_index] = sums * counts[part] / chosen[part]
-            correct[part, sample_index] = hits
-        masked[:, sample_index] = chosen.float()
-    return BoundSamples(nll, counts.float(), masked, correct)
-
-
-@torch.inference_mode()
-def _scored(backend: MaskedLM, inputs: torch.Tensor, gold: torch.Tensor, targets: torch.Tensor, mask) -> tuple:
-    """Per row: the summed ``-log p`` of ``gold`` at ``targets`` given ``inputs`` under ``mask``, and the argmax hits."""
-    rows, cols = targets.nonzero(as_tuple=True)
-    hidden = backend.hidden_states(inputs, torch.ones_like(inputs), mask=mask)
-    logits = backend.logits_at(hidden, rows, cols).float().cpu()
-    answers = gold[rows, cols]
-    losses = torch.nn.functional.cross_entropy(logits, answers, reduction="none")
-    sums = torch.zeros(len(inputs)).index_add_(0, rows, losses)
-    hits = torch.zeros(len(inputs)).index_add_(0, rows, (logits.argmax(-1) == answers).float())
-    return sums, hits
-
-
-def causal_nll(backend: MaskedLM, blocks: torch.Tensor, *, batch_size: int = 8) -> torch.Tensor:
-    """Each block's NLL in nats per selectable token at block size 1 (BD3-LM §4.1: the NELBO is tight at L' = 1).
-
-    With blocks of one token the block-causal mask is the causal one, and under the shift output l - 1 (which sees
-    tokens < l only) predicts token l, so masking token l changes nothing its predictor sees: the bound's
-    ``E_t[1/t · 1[masked] · CE]`` is the cross-entropy itself, exactly, in one forward pass."""
-    if backend.offset != 1:
-        raise ValueError(f"backend has offset {backend.offset}; block size 1 is the causal NLL only for a shifted "
-                         "(MNTP) backend, where output l - 1 predicts token l")
-    selectable = O.selectable(blocks, torch.ones_like(blocks), _special_ids(backend))
-    sums = torch.zeros(len(blocks))
-    for first in range(0, len(blocks), batch_size):
-        part = slice(first, first + batch_size)
-        sums[part] = _scored(backend, blocks[part], blocks[part], selectable[part], M.causal)[0]
-    return sums / selectable.sum(-1)
+# The objective and the bound live in their own file (a mechanism file stays near 500 lines); one namespace for both.
+from .mechanism_likelihood import (BoundSamples, causal_nll, diffusion_batch, diffusion_bound,  # noqa: E402
+                                   diffusion_loss)

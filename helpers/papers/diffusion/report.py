@@ -4,7 +4,12 @@ direction, threshold or margin, by the one rule ``claims.verdict_of``).
 
 Sources, checked against the papers' text: LLaDA (arXiv 2502.09992 v2: Eq. 3, Eq. 6, Algorithm 5, App. B.3 Table 6,
 B.4 Table 7, B.6); MDLM (arXiv 2406.07524: §5.1's C4 bounds and Table 4's GLUE average); BD3-LM (arXiv 2503.09573:
-§4.1's sentence on the NELBO's tightness); Fast-dLLM (arXiv 2505.22618: Table 1, §4.1's defaults, Fig. 5).
+§4.1's sentence on the NELBO's tightness); Fast-dLLM (arXiv 2505.22618: Table 1, §4.1's defaults, Fig. 5). Beyond
+them, two switches of 2026 systems, each as its own row: LLaDA2.1's token editing (arXiv 2602.08676, its abstract:
+Token-to-Token editing woven into Mask-to-Token decoding, a Speedy Mode that lowers the M2T threshold and relies on
+editing to refine the output) and DiffusionGemma's uniform corruption (diffusers' ``DiffusionGemmaPipeline``: a
+canvas of uniformly random tokens instead of masks); their definitions are diffusers 0.42's
+``BlockRefinementScheduler``, which :mod:`.ecosystem` drives.
 """
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ import numpy as np
 
 from ... import claims as ledger
 from ... import metrics, training
-from .experiment import (BLOCK_CAUSAL, LOW_CONFIDENCE, LR_N, MASK_PREDICT, RANDOM, SEMI_AR, TRUTH_ROW, BlockProof,
+from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, LR_N, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR,
+                         TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof,
                          LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
                          paired_metric_difference, speed_ratios, steps_row)
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings
@@ -141,9 +147,28 @@ def describe_fine_tune(study: LikelihoodStudy, accuracy: dict, names: tuple[str,
             f"{PAPER['mdlm_glue']['BERT']} → {PAPER['mdlm_glue']['BERT + MDLM-FT']}.")
 
 
+def describe_editing(scores) -> str:
+    value, low, high = log_ppl_difference(scores, EDITING, BLOCK_CAUSAL)
+    return (f"Token editing against none (block-causal blocks, equal forward passes): {_versus(scores, EDITING, BLOCK_CAUSAL)}"
+            f" ({value:+.3f} [{low:+.3f}, {high:+.3f}] nats per token), D-4 {scores.values.loc[EDITING, 'D-4']:.1f} vs "
+            f"{scores.values.loc[BLOCK_CAUSAL, 'D-4']:.1f}; LLaDA2.1 relies on editing to refine a fast draft.")
+
+
+def describe_corruption(scores) -> str:
+    value, low, high = log_ppl_difference(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)
+    return (f"Uniform against mask corruption (each fine-tuned with its own corruption for the same steps, then decoded "
+            f"block-causally at equal forward passes): {_versus(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)} "
+            f"({value:+.3f} [{low:+.3f}, {high:+.3f}] nats per token), D-4 "
+            f"{scores.values.loc[UNIFORM_CORRUPTION, 'D-4']:.1f} vs {scores.values.loc[MASK_CORRUPTION, 'D-4']:.1f}. "
+            f"The mask model continues notebook 02's mask-trained adapter; the uniform one must unlearn the mask.")
+
+
 # --------------------------------------------------------------------------- the claims
 
 _MECHANISM = "tests/papers/diffusion/test_diffusion_mechanism.py"
+_ECOSYSTEM = "tests/papers/diffusion/test_diffusion_ecosystem.py"
+DIFFUSERS_CHECK = f"{_ECOSYSTEM}::test_llada2_pipeline_gives_the_tokens_of_sample"
+UNIFORM_CHECK = f"{_ECOSYSTEM}::test_uniform_scheduler_gives_the_tokens_of_sample"
 _EXPERIMENT = "tests/papers/diffusion/test_diffusion_experiment.py"
 # The samplers against references on the same inputs: a port of LLaDA's Algorithm 5 (greedy; one block and semi-AR
 # blocks) and notebook 05's mask-predict, token for token on the same seeds.
@@ -241,6 +266,16 @@ CLAIMS = ledger.declare(
              "compares them)",
         paper_value="not compared", quantity=f"{_JUDGE}: mask-predict + LTD - low-confidence", kind=ledger.MEASUREMENT,
         direction=0, check=SAMPLER_CHECK, figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+    # --- two switches of 2026 systems (LLaDA2.1's editing, DiffusionGemma's corruption), diffusers' definitions
+    ledger.Declared(
+        "diffusion.llada2.editing_vs_none", "07", "LLaDA", "LLaDA2.1 (arXiv 2602.08676): Token-to-Token editing",
+        says="re-writing a committed token when the model predicts another one above an editing threshold "
+             "(LLaDA2.1's T2T editing, BlockRefinementScheduler's editing_threshold) refines the output, at equal "
+             "forward passes (block-causal blocks, LLaDA's schedule)",
+        paper_value="editing refines the draft (abstract; no number for the switch alone there)",
+        quantity=f"{_JUDGE}: editing - no editing", direction=-1,
+        check=f"{DIFFUSERS_CHECK} {_ECOSYSTEM}::test_editing_rewrites_exactly_the_confident_disagreements",
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     # --- the diffusion fine-tune of notebook 02's adapter
     ledger.Declared(
         "diffusion.mdlm.s5_1.bound_falls", "07", "MDLM", "§5.1",
@@ -281,6 +316,17 @@ CLAIMS = ledger.declare(
         paper_value="not measured", quantity="accuracy points at ratio >= 0.5", kind=ledger.MEASUREMENT, direction=0,
         check=f"{_EXPERIMENT}::test_accuracy_by_ratio_and_high_ratio_hits_read_the_bound_samples",
         figure="figures/07_likelihood.png", dataset=_BLOCKS, **_ON_FINE_TUNE),
+    # --- the corruption switch (DiffusionGemma), on two fine-tunes
+    ledger.Declared(
+        "diffusion.diffusiongemma.uniform_vs_mask_corruption", "07", "LLaDA",
+        "DiffusionGemma (diffusers DiffusionGemmaPipeline): uniform corruption",
+        says="corrupting with uniformly random tokens instead of the mask token, in the fine-tune and the sampler, "
+             "against mask corruption at the same fine-tune budget and forward passes (no paper compares the two "
+             "in the sources read)",
+        paper_value="not compared", quantity=f"{_JUDGE}: uniform - mask corruption", kind=ledger.MEASUREMENT,
+        direction=0,
+        check=f"{UNIFORM_CHECK} {_ECOSYSTEM}::test_uniform_corruption_replaces_the_mask_at_the_same_positions",
+        dataset=_STORIES, **_ON_FINE_TUNE),
 )
 
 
@@ -342,6 +388,8 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
         value, m_low, m_high, method, n, ours=f"{value:+.3f} nats per token; "
                                               f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}{mixed}",
         note=f"{settings.steps} forward passes each", plateau=plateau))
+    rows.append(compared("diffusion.llada2.editing_vs_none", EDITING, BLOCK_CAUSAL,
+                         f"τ_edit = {settings.editing_threshold:g}, B = {settings.block_length}, T = {settings.steps} each"))
     return rows
 
 
@@ -383,12 +431,27 @@ def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, s
     return rows
 
 
+def corruption_claim(scores, settings: DiffusionSettings, fine_tune_curve=None) -> ledger.Claim:
+    """Uniform against mask corruption (a measurement), each row on the fine-tune of its corruption."""
+    value, low, high = log_ppl_difference(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)
+    confound = _repetition_confound(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)
+    return CLAIMS["diffusion.diffusiongemma.uniform_vs_mask_corruption"].measured(
+        value, low, high, f"paired bootstrap over {scores.n} prompts", scores.n,
+        ours=f"{value:+.3f} nats per token; {_versus(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)}"
+             f"{f'; note: {confound}' if confound else ''}",
+        note=f"{settings.fine_tune_steps} fine-tune steps each; B = {settings.block_length}, T = {settings.steps}",
+        plateau=_held_out(FINE_TUNE_HELDOUT_CURVE, fine_tune_curve))
+
+
 def claims(*, identities: dict[str, bool], proof: BlockProof, cache_exact: bool, mask_predict_equal: bool, scores,
            settings: DiffusionSettings, speed: dict, device: str, study: LikelihoodStudy, accuracy: dict,
-           names: tuple[str, str], mntp_curve, fine_tune_curve) -> list[ledger.Claim]:
-    """Notebook 07's ledger rows: three definition checks, the sampler findings and the fine-tune's. ``mntp_curve``
+           names: tuple[str, str], mntp_curve, fine_tune_curve, corruption_scores) -> list[ledger.Claim]:
+    """Notebook 07's ledger rows: three definition checks, the sampler findings (token editing among them), the
+    fine-tune's and the corruption switch's (``corruption_scores``: :func:`.experiment.score` of the two
+    :func:`.experiment.corruption_rows` and the human row). ``mntp_curve``
     is notebook 02's held-out MNTP curve (``training.mntp_heldout_curve(cfg)``, None when it logged none) and
     ``fine_tune_curve`` the fine-tune's (``FineTuned.heldout_curve``): the trained rows' budget checks."""
     return [*definition_claims(identities, proof, cache_exact, mask_predict_equal),
             *sampler_claims(scores, settings, speed_ratios(speed), device, mntp_curve),
-            *fine_tune_claims(study, accuracy, names, settings, mntp_curve, fine_tune_curve)]
+            *fine_tune_claims(study, accuracy, names, settings, mntp_curve, fine_tune_curve),
+            corruption_claim(corruption_scores, settings, fine_tune_curve)]

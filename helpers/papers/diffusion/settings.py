@@ -30,6 +30,8 @@ class DiffusionSettings:
     top_p: float = 0.9
     beta: float = 1.8  # the mask-predict row: LTD's β (OpenLTG §5.1, WP)
     threshold: float = 0.9  # Fast-dLLM's default τ (§4.1), in the anatomy figure and the widget
+    editing_threshold: float = 0.5  # LLaDA2Pipeline's default editing threshold (diffusers 0.42)
+    edit_passes: int = 17  # LLaDA2Pipeline's default max_post_steps = 16, i.e. at most 17 editing passes per block
     trace_length: int = 32  # the anatomy figure, the exact checks and the widget: one prompt
     trace_steps: int = 8
     trace_block: int = 8

@@ -27,7 +27,7 @@ from ... import training as T
 from ...checks import real_number
 from .mechanism import (Phase, add_projection_head, encode_sentences, joint_loss, magnet_phases, masked_view, phase_at,
                         sample_spans)
-from .settings import ABLATION_LAMBDAS, SETTINGS, MagnetSettings
+from .settings import ABLATION_LAMBDAS, SETTINGS, MagnetSettings, evaluation_free
 
 MASK_TOKEN = "underscore"  # MAGNET's "_" (App. A), resolved by objectives.resolve_mask_token
 COMPONENTS_FILE = "components.jsonl"
@@ -53,9 +53,10 @@ def bos_id(tokenizer) -> int:
 class MagnetRunKey:
     """What changes a notebook-03 training run: its folder (``store.reuse_run``) and adapter are keyed by this.
 
-    The sizes of notebook 03 (:class:`MagnetSettings`, after ``memory.fit_training``), the model and how it is
-    loaded, the corpus, the seed, LoRA, the mask token and, for a run that continues notebook 02's MNTP adapter,
-    that adapter's own key. Sizes that only other notebooks use are not here, so changing them retrains nothing.
+    The sizes of notebook 03 (:class:`MagnetSettings`, after ``memory.fit_training``) less those of the evaluations
+    after training (:func:`~.settings.evaluation_free`), the model and how it is loaded, the corpus, the seed, LoRA,
+    the mask token and, for a run that continues notebook 02's MNTP adapter, that adapter's own key. Sizes that only
+    other notebooks use, or only the test sets, are not here, so changing them retrains nothing.
     """
 
     settings: MagnetSettings
@@ -72,7 +73,7 @@ class MagnetRunKey:
 
 def run_key(profile, settings: MagnetSettings, *, mntp_adapter: dict | None = None) -> MagnetRunKey:
     """The one place a notebook-03 run key is built from the profile and notebook 03's settings."""
-    return MagnetRunKey(settings=settings, model=profile.model_name, dtype=models.weight_dtype_name(profile),
+    return MagnetRunKey(settings=evaluation_free(settings), model=profile.model_name, dtype=models.weight_dtype_name(profile),
                         four_bit=T.four_bit_requested(profile), corpus=profile.corpus, seed=profile.seed,
                         lora=T.lora_settings(profile), mntp_adapter=mntp_adapter)
 
@@ -331,7 +332,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
     run_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         (run_dir / COMPONENTS_FILE).unlink(missing_ok=True)
-    identity = {"phases": phases, "magnet": settings, "lora": lora, "mask_id": mask_id, "seed": seed, "blocks": blocks,
+    identity = {"phases": phases, "magnet": evaluation_free(settings), "lora": lora, "mask_id": mask_id, "seed": seed, "blocks": blocks,
                 "sentences": None if sentences is None else store.fingerprint(list(sentences)),
                 "paraphrases": None if paraphrases is None else store.fingerprint(list(paraphrases))}
     train = dict(batch_for=batch_for, loss_fn=_component_logger(run_dir, settings.temperature), config=config,

@@ -278,8 +278,11 @@ def word_probe_study(named_models: dict, readouts: dict, tokenizer, train_senten
     return ProbeStudy(counts, len(test_sentences), seed=seed)
 
 
-def probe_sentences(settings: MagnetSettings, corpus: str, seed: int = 0) -> tuple[list, list]:
-    """(train, test) labelled sentences: spaCy silver labels on held-out text offline, CoNLL-2003 from the Hub."""
+def probe_sentences(settings: MagnetSettings, corpus: str) -> tuple[list, list]:
+    """(train, test) labelled sentences: spaCy silver labels on held-out text offline, CoNLL-2003 from the Hub.
+
+    Drawn with :data:`helpers.metrics.EXAMPLES_SEED`, never the study's seed: every seed of a study probes the same
+    sentences, so the seeds' interval nests one set of examples (``metrics.seeds_with_examples_interval``)."""
     if settings.probe_source == "conll2003":
         try:
             return (D.conll2003("train", settings.probe_train_sentences), D.conll2003("test", settings.probe_test_sentences))
@@ -290,7 +293,7 @@ def probe_sentences(settings: MagnetSettings, corpus: str, seed: int = 0) -> tup
     def pick(split: str, count: int):
         texts = [s.text for s in D.load_sentences(corpus, split, min_words=4)
                  if len(s.text.split()) <= settings.probe_max_words]
-        random.Random(seed).shuffle(texts)
+        random.Random(metrics.EXAMPLES_SEED).shuffle(texts)
         return D.silver_labels(texts[:count])
 
     return pick("validation", settings.probe_train_sentences), pick("test", settings.probe_test_sentences)

@@ -233,7 +233,7 @@ def _table1_declarations() -> list[ledger.Declared]:
             id=f"magnet.table1.{_slug(task)}.vs_base", where="Table 1",
             says=f"{task}: a linear probe on MAGNET's last layer (i-1 shift) beats the causal base (token accuracy, "
                  "points)", paper_value=f"{paper:+.2f}", quantity=f"{task} accuracy, MAGNET - base", direction=1,
-            trained=True, curve=MAGNET_HELDOUT_CURVE, **common))
+            paper_effect=round(paper, 2), trained=True, curve=MAGNET_HELDOUT_CURVE, **common))
     for task_index, task in enumerate(PROBE_TASKS):  # the paper's central Table 1 claim
         paper = PAPER["table1"]["MAGNET"][task_index] - PAPER["table1"]["LLM2Vec-style [MNTP]"][task_index]
         mntp_above_base = (PAPER["table1"]["LLM2Vec-style [MNTP]"][task_index]
@@ -242,7 +242,8 @@ def _table1_declarations() -> list[ledger.Declared]:
             id=f"magnet.table1.{_slug(task)}.vs_llm2vec_mntp", where="Table 1",
             says=f"{task}: MAGNET's probe beats LLM2Vec-style MNTP's (token accuracy, points; the MNTP row is notebook "
                  "02's adapter at its own budget)", paper_value=f"{paper:+.2f}",
-            quantity=f"{task} accuracy, MAGNET - LLM2Vec-style MNTP", direction=1, trained=True,
+            quantity=f"{task} accuracy, MAGNET - LLM2Vec-style MNTP", direction=1, paper_effect=round(paper, 2),
+            trained=True,
             curve=MAGNET_HELDOUT_CURVE, baseline="LLM2Vec-style MNTP (notebook 02's adapter)",
             baseline_must_beat=f"the causal base's {task} probe, as in Table 1 (LLM2Vec-style [MNTP] "
                                f"{PAPER['table1']['LLM2Vec-style [MNTP]'][task_index]:.2f} vs base "
@@ -297,7 +298,7 @@ def _table4_declarations() -> list[ledger.Declared]:
         out.append(ledger.Declared(
             id=f"magnet.table4.{_slug(dataset)}.vs_base",
             says=f"{dataset}-style: MAGNET infills spans better than the base with its left context (span NLL, base "
-                 "minus MAGNET; nats/token)", paper_value=f"{paper:+.3f}",
+                 "minus MAGNET; nats/token)", paper_value=f"{paper:+.3f}", paper_effect=round(paper, 3),
             quantity=f"{dataset}: NLL gain over base", **common))
     return out
 
@@ -315,7 +316,8 @@ def _table5_declarations() -> list[ledger.Declared]:
                 id=f"magnet.table5.{metric}.llm2vec_vs_base.{_slug(set_name)}",
                 says=f"the LLM2Vec-style adaptation raises {label} over the base ({set_name})",
                 paper_value=f"{raised:+.3f} ({set_name})", quantity=f"{label}, LLM2Vec-style - base, {set_name}",
-                direction=1, check=REP_CHECK, curve=training.MNTP_HELDOUT_CURVE, **common))
+                direction=1, paper_effect=round(raised, 3), check=REP_CHECK, curve=training.MNTP_HELDOUT_CURVE,
+                **common))
             margin = (paper["MAGNET"][index] - paper["base"][index]) - MUCH_LESS * raised
             out.append(ledger.Declared(
                 id=f"magnet.table5.{metric}.magnet_raise_margin.{_slug(set_name)}",
@@ -324,7 +326,7 @@ def _table5_declarations() -> list[ledger.Declared]:
                      f"LLM2Vec-style's (ours: 'much less' read as less than half; the paper's share is {share:.2f}; "
                      f"{set_name})", paper_value=f"{margin:+.3f} (share {share:.2f}; {set_name})",
                 quantity=f"{label} raise margin, MAGNET - {MUCH_LESS:g} x LLM2Vec-style, {set_name}", direction=-1,
-                check=MARGIN_CHECK, curve=MAGNET_HELDOUT_CURVE, baseline="the LLM2Vec-style adaptation",
+                paper_effect=round(margin, 3), check=MARGIN_CHECK, curve=MAGNET_HELDOUT_CURVE, baseline="the LLM2Vec-style adaptation",
                 baseline_must_beat=f"the base's {label}, as in Table 5 (LLM2Vec-style raises it by {raised:+.3f}, "
                                    f"{set_name}): the LLM2Vec-style - base {label} interval lies above 0",
                 **common))

@@ -108,6 +108,25 @@ class MagnetSettings:
         return self.phase1_steps + self.phase2_steps
 
 
+# The sizes of the evaluations after training (Tables 1-5's test sets, the probes trained on frozen features, the
+# generation batch). They change no trained weight and no record of a joint run, so a run's key leaves them out
+# (``evaluation_free``): a larger test set finds the same run folders. The held-out MNTP blocks, Fig. 6's prefixes
+# and the length of their generations are evaluated during training and stay in the key (the run's records).
+EVALUATION_ONLY = ("gen_prefixes", "gen_batch_size", "infill_passages", "infill_blocks", "infill_block_len",
+                   "infill_max_spans", "infill_span_min", "infill_span_max", "infill_examples", "story_max_words",
+                   "probe_source", "probe_train_sentences", "probe_test_sentences", "probe_max_words", "probe_steps",
+                   "probe_batch_size", "probe_lr", "probe_dropout", "probe_classifier", "sts", "sts_pairs",
+                   "embed_batch_size")
+
+
+def evaluation_free(settings: MagnetSettings) -> MagnetSettings:
+    """``settings`` with every :data:`EVALUATION_ONLY` size at its class default: what keys a notebook-03 run."""
+    from dataclasses import fields, replace
+
+    defaults = {field.name: field.default for field in fields(MagnetSettings) if field.name in EVALUATION_ONLY}
+    return replace(settings, **defaults)
+
+
 SETTINGS = {
     # The same code paths at toy sizes on the tiny random Llama (nbmake).
     "smoke": MagnetSettings(seq_len=32, batch_size=2, phase1_steps=2, phase2_steps=2, lr=1e-3, train_blocks=16,

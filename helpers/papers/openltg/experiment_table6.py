@@ -169,6 +169,36 @@ def evaluate_generations(systems: dict[str, Sequence[str]], prompts: Sequence[st
     return table6_scores(per_prompt, lr_n=lr_n, resamples=resamples, seed=seed, references=reference_systems)
 
 
+def pool_draws(draws: Sequence[dict[str, list[dict]]]) -> dict[str, list[dict]]:
+    """Per system and prompt, one record pooling that prompt's sampling draws (``draws[d][system][prompt]``, each a
+    record of :func:`evaluate_generations`): BLEU-1 statistics, NLL and tokens summed, ROUGE-L, LR and D-4 averaged.
+
+    Draws are nested in prompts: the bootstrap of :func:`table6_scores` then resamples prompts, each carrying the mean
+    of its draws, so the interval holds the prompts' spread and the sampling noise left after averaging D draws
+    (var = var_prompts / n + var_draws / (n D)) without counting a draw as another prompt. One draw: the records
+    themselves."""
+    if not draws:
+        raise ValueError("draws is empty; give the records of at least one sampling draw")
+    systems = set(draws[0])
+    if any(set(draw) != systems for draw in draws):
+        raise ValueError(f"every draw must score the same systems; got {[sorted(draw) for draw in draws]}")
+    pooled = {}
+    for system in draws[0]:
+        lengths = {len(draw[system]) for draw in draws}
+        if len(lengths) != 1:
+            raise ValueError(f"draws of system {system!r} hold different numbers of prompts: {sorted(lengths)}")
+        pooled[system] = []
+        for records in zip(*(draw[system] for draw in draws)):
+            count = len(records)
+            pooled[system].append({
+                "bleu1": tuple(int(sum(column)) for column in zip(*(record["bleu1"] for record in records))),
+                "rouge_l": sum(record["rouge_l"] for record in records) / count,
+                "lr": sum(record["lr"] for record in records) / count,
+                "distinct4": sum(record["distinct4"] for record in records) / count,
+                "nll": sum(record["nll"] for record in records), "tokens": sum(record["tokens"] for record in records)})
+    return pooled
+
+
 def table6_scores(per_prompt: dict[str, list[dict]], *, lr_n: int, resamples: int = 1000, seed: int = 0,
                   references: Sequence[str] = ()) -> Table6Scores:
     """Table 6 from per-prompt records (one dict per prompt and system: ``bleu1`` statistics, ``rouge_l``, ``lr``

@@ -9,6 +9,9 @@ from ...masked_lm import MNTP
 from .mechanism import DecodeConfig
 
 
+DRAW_STRIDE = 1_000_003  # draw d samples from seed + d x this: its batches' seeds never meet another draw's
+
+
 @dataclass(frozen=True)
 class OpenLTGSettings:
     """Every size notebook 05 uses. The ``paper`` entry holds OpenLTG's §5.1 values."""
@@ -41,6 +44,18 @@ class OpenLTGSettings:
     length_train_prompts: int = 256  # Table 7: fit the length predictor
     length_test_prompts: int = 64
     seed: int = 0
+    # Sampling draws per prompt on the one adapter (draw d samples from seed + DRAW_STRIDE d): the draws are nested in
+    # the prompts (experiment_table6.pool_draws), so more draws narrow a row whose sampling noise dominates without
+    # training anything. 1 keeps the cpu profile's cost.
+    draws: int = 1
+
+    def __post_init__(self):
+        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 1:
+            raise ValueError(f"draws={self.draws!r} must be a whole number >= 1 (sampling draws per prompt)")
+
+    def draw_seeds(self) -> list[int]:
+        """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
+        return [self.seed + DRAW_STRIDE * draw for draw in range(self.draws)]
 
     def decode_config(self, **changes) -> DecodeConfig:
         """The paper's inference settings (LTD, DSWA, SMART) with these sizes."""

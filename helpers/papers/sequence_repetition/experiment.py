@@ -129,12 +129,21 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
 
     Batches walk through shuffled epochs of the training split as a pure function of (seed, step), so an
     interrupted run resumes exactly (``training.train``). A finished ``run`` (:func:`tagger_run`) is read back
-    instead of retrained.
+    instead of retrained; one scored on another test split (the run key holds no test data) is scored again from its
+    best validation step's weights, without training.
     """
-    finished = run.finished()
-    if finished is not None:
-        return finished
     recipe = settings.training
+    best_path = run.path / BEST_FILE
+    fix = f"Delete {run.path} to train this tagger again."
+    finished = run.finished()
+    if finished is not None and finished.get("test_data") == tagging.test_fingerprint():
+        return finished
+    if finished is not None:
+        tagger, _ = build_tagger(model_name, len(tagging.labels), strategy, recipe, seed=seed)
+        _load_trainable_state(tagger, store.load_torch(best_path, fix)["state"])
+        result = {**finished, **_test_scores(tagger, tagging, recipe)}
+        run.finish(result)
+        return result
     tagger, _ = build_tagger(model_name, len(tagging.labels), strategy, recipe, seed=seed)
     device = tagger.head.weight.device
     size = len(tagging.train)
@@ -148,9 +157,6 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
             epoch, offset = divmod(position, size)
             chosen.append(tagging.train[int(_epoch_order(seed, epoch, size)[offset])])
         return {name: tensor.to(device) for name, tensor in collate(chosen, tagging.labels, tagging.pad_id).items()}
-
-    best_path = run.path / BEST_FILE
-    fix = f"Delete {run.path} to train this tagger again."
 
     def evaluate(model) -> dict:
         if not started_batches:  # step 0: the head is untrained, skip the cost
@@ -173,17 +179,22 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
     _load_trainable_state(tagger, best["state"])
     evaluations = [(r["step"], r["validation_f1"]) for r in records if "validation_f1" in r]
     best_step = max(evaluations, key=lambda item: item[1])[0] if evaluations else recipe.steps
-    test_predictions = predict_tags(tagger, tagging.test, tagging.labels, tagging.pad_id, recipe.batch_size * 2)
     result = {"task": tagging.task, "strategy": strategy.label, "kind": strategy.kind, "r": strategy.r,
               "exit_layer": strategy.exit_layer, "seed": seed, "validation_f1": float(best["f1"]),
-              "test_f1": metrics.seqeval_f1([list(s.tags) for s in tagging.test], test_predictions),
-              "test_predictions": test_predictions, "evaluations": [list(item) for item in evaluations],
+              **_test_scores(tagger, tagging, recipe), "evaluations": [list(item) for item in evaluations],
               "best_step": best_step, "steps": recipe.steps, "train_seconds": seconds, "model": model_name,
               "labels": list(tagging.labels), "run_dir": str(run.path)}
     run.finish(result)
     del tagger
     gc.collect()
     return result
+
+
+def _test_scores(tagger: TokenTagger, tagging: TaggingData, recipe: TaggerTraining) -> dict:
+    """The test split's predictions and seqeval F1 under ``tagger``, with the split's fingerprint."""
+    predictions = predict_tags(tagger, tagging.test, tagging.labels, tagging.pad_id, recipe.batch_size * 2)
+    return {"test_f1": metrics.seqeval_f1([list(s.tags) for s in tagging.test], predictions),
+            "test_predictions": predictions, "test_data": tagging.test_fingerprint()}
 
 
 def exit_or_none(value) -> int | None:
@@ -288,13 +299,13 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
 
     With ``settings.workers`` > 1 the runs that are not finished train in that many processes (spawned, each
     with ``settings.threads`` torch threads, ended when the kernel that started them dies), longest first; every
-    run is a pure function of its seed, so the results are the same as in one process.
+    run is a pure function of its seed, so the results are the same as in one process. An interrupt (the stop
+    button) cancels the queued runs, ends the running ones and returns at once (:func:`helpers.workers.run_jobs`);
+    the finished runs are kept and reused by the next call.
     """
-    import concurrent.futures
-
     import pandas as pd
 
-    from ...workers import worker_pool
+    from ...workers import run_jobs
 
     jobs = [(tagging_by_task[task], strategy, settings, model_name, seed,
              tagger_run(tagging_by_task[task], strategy, settings, model_name=model_name, seed=seed,
@@ -311,11 +322,12 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
     pending.sort(key=lambda index: -_job_cost(jobs[index][1]))
     bar = tqdm(total=len(jobs), initial=len(results), desc="taggers", disable=not progress)
     if settings.workers > 1 and len(pending) > 1:
-        with worker_pool(min(settings.workers, len(pending))) as pool:  # workers die with the notebook's kernel
-            futures = {pool.submit(_train_job, jobs[index]): index for index in pending}
-            for future in concurrent.futures.as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update()
+        def record(position: int, result: dict) -> None:
+            results[pending[position]] = result
+            bar.update()
+
+        # workers die with the notebook's kernel; the stop button cancels the queued jobs and ends the running ones
+        run_jobs(_train_job, [jobs[index] for index in pending], min(settings.workers, len(pending)), record)
     else:
         previous = torch.get_num_threads()
         try:

@@ -1,5 +1,7 @@
 """Notebook 07's claims: every verdict follows from its interval by the one rule ``claims.verdict_of``; definition
 checks hold or fail; the "makes little difference" rows are "matches" claims with our margin, stated as ours."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -15,8 +17,8 @@ def _records(nll: float, tokens: int = 10, distinct: float = 0.5):
     return {"bleu1": (1, 2, 2, 2), "rouge_l": 10.0, "lr": 0, "distinct4": distinct, "nll": nll, "tokens": tokens}
 
 
-def _scores(shifts: dict, n: int = 12, distinct: dict | None = None):
-    rows = [*experiment.sampler_rows(SMOKE), experiment.TRUTH_ROW]
+def _scores(shifts: dict, n: int = 12, distinct: dict | None = None, rows=None):
+    rows = rows or [*experiment.sampler_rows(SMOKE), experiment.TRUTH_ROW]
     rng = np.random.default_rng(0)
     per_prompt = {name: [_records(20 + shifts.get(name, 0.0) * 10 + rng.normal(0, 0.1),
                                   distinct=(distinct or {}).get(name, 0.5) + rng.normal(0, 0.01)) for _ in range(n)]
@@ -47,7 +49,8 @@ def _claims(shifts, gain=5.0, ratios=(2.0, 2.2, 2.1), curve=None):
     speed = {experiment.SEMI_AR: [r * 10 for r in ratios], experiment.BLOCK_CAUSAL: [10.0] * len(ratios)}
     return report.claims(identities={"a": True}, proof=proof, cache_exact=True, mask_predict_equal=True,
                          scores=_scores(shifts), settings=SMOKE, speed=speed, device="cpu", study=study,
-                         accuracy=accuracy, names=names, mntp_curve=curve, fine_tune_curve=curve)
+                         accuracy=accuracy, names=names, mntp_curve=curve, fine_tune_curve=curve,
+                         corruption_scores=_scores(shifts, rows=[*experiment.corruption_rows(SMOKE), experiment.TRUTH_ROW]))
 
 
 def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
@@ -184,3 +187,17 @@ def test_a_lower_perplexity_that_comes_with_repetition_confounds_the_row():
     remasking = next(row for row in rows if "random" in row.quantity)
     assert remasking.high < 0  # on the paper's side by perplexity alone ...
     assert remasking.verdict == "inconclusive" and "confounded" in remasking.verdict_text  # ... but not earned
+
+
+def test_the_switch_rows_compare_each_switch_with_the_configuration_without_it():
+    rows = {row.id: row for row in _claims({experiment.EDITING: -0.5, experiment.UNIFORM_CORRUPTION: 0.5})}
+    editing = rows["diffusion.llada2.editing_vs_none"]
+    assert editing.kind == claims.FINDING and editing.paper == "LLaDA" and editing.verdict == "reproduced"
+    assert editing.high < 0 and "τ_edit" in editing.note
+    corruption = rows["diffusion.diffusiongemma.uniform_vs_mask_corruption"]
+    assert corruption.kind == claims.MEASUREMENT and corruption.low > 0  # uniform worse by construction here
+    configs = experiment.corruption_rows(SMOKE)
+    assert configs[experiment.UNIFORM_CORRUPTION] == replace(configs[experiment.MASK_CORRUPTION], corruption="uniform")
+    sampler = experiment.sampler_rows(SMOKE)
+    assert sampler[experiment.EDITING] == replace(sampler[experiment.BLOCK_CAUSAL],
+                                                  editing_threshold=SMOKE.editing_threshold)

@@ -79,7 +79,8 @@ def test_joint_training_refuses_blocks_longer_than_the_model_reads(tiny):
 def test_run_key_holds_what_changes_a_run_and_nothing_else():
     smoke, settings = profiles.get("smoke"), SETTINGS["smoke"]
     key = E.run_key(smoke, settings)
-    assert key.settings is settings and (key.model, key.corpus, key.seed) == (smoke.model_name, smoke.corpus, smoke.seed)
+    assert key.settings == E.evaluation_free(settings)
+    assert (key.model, key.corpus, key.seed) == (smoke.model_name, smoke.corpus, smoke.seed)
     assert key.lora == T.lora_settings(smoke) and key.mask_token == E.MASK_TOKEN and key.mntp_adapter is None
     fingerprint = store.fingerprint(key)
     # what only other notebooks read (the profile's name, gradient checkpointing of notebook 02's recipe) keys nothing
@@ -89,6 +90,31 @@ def test_run_key_holds_what_changes_a_run_and_nothing_else():
                     E.run_key(smoke, dataclasses.replace(settings, heldout_blocks=4)),  # the records' held-out curve
                     E.run_key(smoke, settings, mntp_adapter={"config": {"steps": 2}})):
         assert store.fingerprint(changed) != fingerprint
+
+
+def test_a_larger_evaluation_finds_the_same_run_folder_and_its_finished_run(tmp_path):
+    smoke, settings = profiles.get("smoke"), SETTINGS["smoke"]
+    larger = dataclasses.replace(settings, probe_test_sentences=60, gen_prefixes=20, infill_passages=30,
+                                 infill_blocks=30, probe_train_sentences=40, gen_batch_size=4)
+    assert store.run_dir_for("03_magnet_smoke", E.run_key(smoke, larger)) == \
+        store.run_dir_for("03_magnet_smoke", E.run_key(smoke, settings))
+    # the run itself: trained under the small evaluation, found finished (not retrained) under the larger one
+    blocks = torch.randint(10, 2000, (8, settings.seq_len), generator=torch.Generator().manual_seed(0))
+    trained, written = {}, {}
+    for name, chosen in (("small", settings), ("larger", larger)):
+        model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+        _, trained[name] = E.joint_experiment(model, tokenizer, phases=[G.Phase(2, 1.0, 0.0, 1.0)], settings=chosen,
+                                              run_dir=tmp_path / "run", blocks=blocks, sentences=None, mask_id=MASK_ID,
+                                              progress=False, snapshot_phases=False)
+        written[name] = {path.name: path.stat().st_mtime_ns for path in (tmp_path / "run").rglob("*")
+                         if path.is_file() and path.name not in (".lock", "settings.json")}
+    # found finished: its metrics and weights are not written again (only the lock and the settings it checks)
+    assert written["larger"] == written["small"] and "metrics.jsonl" in written["small"]
+    losses = lambda records: [(r["step"], r["loss"]) for r in records if "loss" in r]
+    assert losses(trained["larger"]) == losses(trained["small"]) and len(losses(trained["small"])) == 2
+    # a size the run's own records rest on (its held-out MNTP blocks) still names another run
+    assert store.run_dir_for("03_magnet_smoke", E.run_key(smoke, dataclasses.replace(settings, heldout_blocks=4))) != \
+        store.run_dir_for("03_magnet_smoke", E.run_key(smoke, settings))
 
 
 def test_joint_evaluation_scores_repetition_and_the_held_out_mntp_accuracy_on_fixed_batches(tiny):

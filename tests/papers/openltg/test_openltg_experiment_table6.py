@@ -71,3 +71,43 @@ def test_table6_cells_carry_bootstrap_intervals_and_paired_differences_see_the_s
     per_prompt = experiment_table6.continuation_nlls(model, tokenizer, prompts, repeated)
     assert scores.values.loc["loop", "PPL"] == pytest.approx(math.exp(nll / count))
     assert sum(c for _, c in per_prompt) == count
+
+def _record(bleu, rouge, lr, distinct, nll, tokens):
+    return {"bleu1": bleu, "rouge_l": rouge, "lr": lr, "distinct4": distinct, "nll": nll, "tokens": tokens}
+
+
+def test_sampling_draws_are_nested_in_their_prompts():
+    rng = np.random.default_rng(0)
+    draw = lambda: {"Ours": [_record((int(rng.integers(5, 9)), 10, 10, 12), float(rng.uniform(10, 20)),
+                                     int(rng.integers(0, 2)), float(rng.uniform(0.5, 1)), float(rng.uniform(20, 40)), 10)
+                             for _ in range(6)]}
+    first, second = draw(), draw()
+    assert experiment_table6.pool_draws([first]) == first  # one draw: the records themselves
+    pooled = experiment_table6.pool_draws([first, second])["Ours"]
+    assert len(pooled) == 6  # n stays the number of prompts: a draw is not another prompt
+    a, b = first["Ours"][2], second["Ours"][2]
+    assert pooled[2]["lr"] == pytest.approx((a["lr"] + b["lr"]) / 2)
+    assert pooled[2]["bleu1"] == tuple(x + y for x, y in zip(a["bleu1"], b["bleu1"]))
+    assert pooled[2]["nll"] == pytest.approx(a["nll"] + b["nll"]) and pooled[2]["tokens"] == 20
+    # identical draws change no cell: the per-prompt means and the pooled sums give the same statistics
+    same = experiment_table6.table6_scores(experiment_table6.pool_draws([first, first]), lr_n=5, resamples=200)
+    once = experiment_table6.table6_scores(first, lr_n=5, resamples=200)
+    assert np.allclose(same.values.to_numpy(float), once.values.to_numpy(float))
+    assert np.allclose(same.low.to_numpy(float), once.low.to_numpy(float)) and same.n == once.n == 6
+    with pytest.raises(ValueError, match="different numbers of prompts"):
+        experiment_table6.pool_draws([first, {"Ours": first["Ours"][:3]}])
+
+
+def test_draws_sample_from_seeds_apart_and_one_draw_samples_as_before():
+    from helpers.papers.openltg import settings as S
+
+    cpu = S.SETTINGS["cpu"]
+    assert cpu.draws == 1 and cpu.draw_seeds() == [cpu.seed]
+    several = S.OpenLTGSettings(num_prompts=16, target_length=8, batch_size=4, max_prompt_tokens=8, draws=3)
+    seeds = several.draw_seeds()
+    assert seeds[0] == several.seed and len(set(seeds)) == 3
+    # a draw's batches sample from seed + the batch's first prompt: no two draws share a seed
+    batch_seeds = [{seed + index for index in range(0, 16, 4)} for seed in seeds]
+    assert not set.intersection(*batch_seeds[:2]) and not set.intersection(batch_seeds[0], batch_seeds[2])
+    with pytest.raises(ValueError, match="draws=0"):
+        S.OpenLTGSettings(num_prompts=1, target_length=8, batch_size=1, max_prompt_tokens=8, draws=0)

@@ -107,6 +107,13 @@ def test_training_moves_only_lora_and_the_head_and_finished_runs_are_read_back(t
     predicted = experiment.predict_tags(reloaded, tagging.test, tagging.labels, tagging.pad_id)
     assert experiment.tagging_f1(reloaded, tagging.test, tagging.labels, tagging.pad_id) == result["test_f1"]
     assert [len(p) for p in predicted] == [len(s.words) for s in tagging.test]
+    # another test split (the run key holds none): the same run is scored on it from its best weights, not retrained
+    tagging = dataclasses.replace(tagging, test=tagging.test[:1])
+    built.clear()
+    rescored = train()
+    assert rescored["train_seconds"] == result["train_seconds"] and rescored["evaluations"] == result["evaluations"]
+    assert len(rescored["test_predictions"]) == 1 and rescored["test_data"] == tagging.test_fingerprint()
+    assert rescored["test_f1"] == experiment.tagging_f1(reloaded, tagging.test, tagging.labels, tagging.pad_id)
 
 
 def test_one_seed_builds_one_tagger_and_another_seed_another():
@@ -186,7 +193,9 @@ def test_a_tagger_run_is_keyed_by_what_changes_the_trained_tagger_only(tmp_path,
 
     same = [dataclasses.replace(settings, workers=2, threads=1, probe_max_iter=7, speed_trials=9, checkpoint_every=5)]
     assert all(folder(settings=other) == folder() for other in same)
-    other_data = dataclasses.replace(tagging, test=tagging.test[:1])
+    # the test split is only scored: another (a larger) one finds the same run
+    assert folder(tagging=dataclasses.replace(tagging, test=tagging.test[:1])) == folder()
+    other_data = dataclasses.replace(tagging, validation=tagging.validation[:1])
     changed = [folder(settings=settings.with_training(lr=1e-3)),
                folder(settings=settings.with_training(pad_policy="masked")),
                folder(strategy=mechanism.Strategy("sr", 2)), folder(seed=1), folder(model="other"),
