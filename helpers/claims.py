@@ -1129,7 +1129,10 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
     previous = read_rows(ledger) if ledger.exists() else []
     kept = [row for row in previous if row.notebook not in fresh]
     rows = sorted(kept + [row for group in fresh.values() for row in group], key=lambda row: row.notebook)
-    changes = verdict_changes(previous, rows) if fresh else read_changes(ledger)
+    # the verdicts a study (or any gather that changes one) changed; a gather that changes none keeps the record of
+    # the last one that did, so the README keeps saying what the last study changed
+    changed = verdict_changes(previous, rows) if fresh else []
+    changes = changed if (study or changed) else read_changes(ledger)
     origins = {notebook: origin for notebook, origin in sorted(origins.items()) if any(r.notebook == notebook for r in rows)}
     rerun = {entry.notebook for entry in fresh_tables}
     tables = sorted([entry for entry in read_tables(tables_path(profile)) if entry.notebook not in rerun] + fresh_tables,

@@ -832,3 +832,18 @@ def test_each_row_records_its_mde_and_an_underpowered_row_is_counted_apart():
     # a study row's MDE is the nested interval's, t over the seeds
     studied = claims.combine_seeds(_seeds([2.0, 2.5, 3.0]))[0]
     assert studied.mde == pytest.approx(metrics.seeds_with_examples_mde([2.0, 2.5, 3.0], [1.0] * 3))
+
+
+def test_a_gather_that_changes_no_verdict_keeps_the_record_of_the_last_one_that_did(tmp_path, monkeypatch):
+    _workbook(tmp_path, monkeypatch)
+    claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    claims.gather()
+    straddles = claims.Claim(**{**ROW, "low": -5.0, "high": 3.0})
+    claims.record([straddles], notebook="05", profile="cpu", parameters=_params("05"))
+    claims.gather()
+    changed = [{"id": "05: LTD cuts repetition", "from": "reproduced", "to": "inconclusive"}]
+    assert claims.read_changes() == changed
+    claims.record([straddles], notebook="05", profile="cpu", parameters=_params("05"))
+    claims.gather()  # the same verdict again: the README still says what the last change was
+    assert claims.read_changes() == changed
+    assert "1 verdicts changed" in (tmp_path / "README.md").read_text()
