@@ -40,6 +40,39 @@ def session_start() -> float:
     return SESSION_START
 
 
+def _load_script(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def load_script():
+    """``load_script(name)``: ``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    return _load_script
+
+
+def _process_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie is dead, only not yet reaped
+        return handle.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.fixture
+def process_alive():
+    """Whether a process id still runs (a zombie, ended but not yet reaped, counts as ended); reads /proc, Linux."""
+    return _process_alive
+
+
 def names_the_argument(call, argument: str, value: str | None) -> None:
     """The bad-input contract of every public entry point: ``call()`` raises ValueError naming ``argument`` (as a
     word of its own) and, when given, showing ``value``."""

@@ -401,9 +401,6 @@ class Stopping:
     stopped: bool
     reason: str
 
-    def text(self) -> str:
-        return self.reason
-
 
 def stopped_improving(points: Sequence[Sequence[float]], *, tolerance: float = STOP_TOLERANCE,
                       window: float = STOP_WINDOW, min_points: int = STOP_MIN_POINTS) -> Stopping:

@@ -101,10 +101,16 @@ def get(name: str) -> Profile:
     return _PROFILES[name]
 
 
+def _setting(variable: str) -> str | None:
+    """The environment variable ``variable``'s value, or None when it is unset or blank."""
+    raw = os.environ.get(variable)
+    return None if raw is None or raw.strip() == "" else raw
+
+
 def study_seed() -> int | None:
     """The seed study's seed, ``WORKBOOK_SEED`` (None when unset or blank): an error names the variable."""
-    raw = os.environ.get(SEED_VAR)
-    if raw is None or raw.strip() == "":
+    raw = _setting(SEED_VAR)
+    if raw is None:
         return None
     try:
         seed = int(raw.strip())
@@ -117,8 +123,8 @@ def study_seed() -> int | None:
 
 def dtype_override() -> str | None:
     """``WORKBOOK_DTYPE``, one of :data:`DTYPE_CHOICES` (None when unset or blank): an error names the variable."""
-    raw = os.environ.get(DTYPE_VAR)
-    if raw is None or raw.strip() == "":
+    raw = _setting(DTYPE_VAR)
+    if raw is None:
         return None
     name = raw.strip().lower()
     if name not in DTYPE_CHOICES:
@@ -133,25 +139,23 @@ def is_random_model(name) -> bool:
     return isinstance(name, str) and name.startswith(RANDOM_PREFIX)
 
 
-def check_random_model(name: str, argument: str = "name") -> str:
-    """``name`` when it is one of :data:`RANDOM_MODELS`, else a ValueError naming ``argument`` and the known shapes."""
+def check_random_model(name: str, argument: str = "name", unset: str = "") -> str:
+    """``name`` when it is one of :data:`RANDOM_MODELS`, else a ValueError naming ``argument`` and the known shapes
+    (``unset``: what leaving the setting unset does, said after them)."""
     if name not in RANDOM_MODELS:
         raise ValueError(f"{argument}={name!r} is not a known random-weight model; expected one of "
-                         f"{', '.join(RANDOM_MODELS)} (random weights of {', '.join(RANDOM_MODELS.values())}'s shape)")
+                         f"{', '.join(RANDOM_MODELS)} (random weights of {', '.join(RANDOM_MODELS.values())}'s shape)"
+                         + (f", or unset {unset}" if unset else ""))
     return name
 
 
 def model_override() -> str | None:
     """``WORKBOOK_MODEL``, one of :data:`RANDOM_MODELS` (None when unset or blank): an error names the variable."""
-    raw = os.environ.get(MODEL_VAR)
-    if raw is None or raw.strip() == "":
+    raw = _setting(MODEL_VAR)
+    if raw is None:
         return None
     name = raw.strip().lower()
-    if name not in RANDOM_MODELS:
-        raise ValueError(f"{MODEL_VAR}={raw!r} is not a known random-weight model; expected one of "
-                         f"{', '.join(RANDOM_MODELS)} (random weights of {', '.join(RANDOM_MODELS.values())}'s shape), "
-                         f"or unset for the profile's own model")
-    return name
+    return name if name in RANDOM_MODELS else check_random_model(raw, MODEL_VAR, "for the profile's own model")
 
 
 def current() -> Profile:

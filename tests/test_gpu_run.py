@@ -2,7 +2,6 @@
 training step in bf16 and in fp16 with the gradient scaler, each with its time, peak and estimate, into JSON and
 markdown. Kept to about a minute: one notebook on the smoke profile's own tiny model, one training notebook."""
 import dataclasses
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,14 +12,7 @@ from helpers import memory
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("gpu_run", ROOT / "scripts" / "gpu_run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_gpu_script_runs_its_steps_on_cpu_and_records_them(tmp_path):
+def test_the_gpu_script_runs_its_steps_on_cpu_and_records_them(tmp_path, load_script):
     out = tmp_path / "cpu-run"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_run.py"), "--tiny", "--notebooks", "01",
                            "--steps", "02", "--precisions", "bf16", "fp16", "nf4", "--model", "tiny-random:llama",
@@ -38,7 +30,7 @@ def test_the_gpu_script_runs_its_steps_on_cpu_and_records_them(tmp_path):
     assert bf16["passed"] and fp16["passed"] and bf16["scale"] is None and fp16["scale"] > 0  # the scaler ran
     assert "GradScaler" in fp16["precision_used"] and bf16["peak_kind"] == "rss" and bf16["step_seconds"] > 0
     assert any("nf4 not run" in note for note in result["notes"])  # 4-bit needs bitsandbytes with CUDA
-    script = _script()  # the script's own workload and the estimate it sets beside the peak
+    script = load_script("gpu_run")  # the script's own workload and the estimate it sets beside the peak
     work, _ = script.step_workload("02", tiny=True)
     found = memory.estimate(dataclasses.replace(work, resident_models=0), dtype_bytes=2)
     assert bf16["estimate_bytes"] == found.total - found.overhead and bf16["micro_batch"] == "2 x 64"

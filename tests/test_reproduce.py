@@ -1,6 +1,5 @@
 """scripts/reproduce.py (``make reproduce``): a notebook that fails is named, the ones that finished are gathered,
 and the run exits non-zero; executed copies go under the workbook root, not the script's checkout."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -58,14 +57,7 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     assert "01_good.ipynb cell 0: from helpers import claims" in costs and "02_bad.ipynb cell 0: raise RuntimeError" in costs
 
 
-def _reproduce_module():
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_untimed_cells():
+def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_untimed_cells(load_script):
     notebook = nbformat.v4.new_notebook()
     stamps = {"quick": ("2026-11-27T01:00:00.000000Z", "2026-11-27T01:00:01.500000Z"),
               "slow": ("2026-11-27T01:00:02.000000Z", "2026-11-27T01:02:02.250000Z"),  # crosses a minute: 120.25 s
@@ -76,20 +68,20 @@ def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_un
         notebook.cells.append(cell)
     notebook.cells.append(nbformat.v4.new_code_cell("never_run()"))  # no timestamps: left out
     notebook.cells.append(nbformat.v4.new_markdown_cell("# a heading"))
-    costliest_cells = _reproduce_module().costliest_cells
+    costliest_cells = load_script("reproduce").costliest_cells
     assert costliest_cells(notebook, top=2) == [(120.25, 1, "# the slow cell"), (30.0, 2, "# the middle cell")]
     assert [index for _, index, _ in costliest_cells(notebook, top=10)] == [1, 2, 0]
 
 
 def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_run_goes_on(tmp_path, monkeypatch,
-                                                                                         capsys):
+                                                                                         capsys, load_script):
     """A full disk while writing 02's executed copy: 02 is reported failed (naming the file and what is intact),
     03 still runs, the times and costliest cells are printed, and the finished notebooks are gathered."""
     import errno
 
     from helpers import store
 
-    module = _reproduce_module()
+    module = load_script("reproduce")
     ran, gathered = [], []
 
     class Kernel:  # stands in for nbclient: "executes" a notebook without a kernel
@@ -128,17 +120,8 @@ def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_ru
     assert sorted(path.name for path in copy.parent.iterdir()) == ["01_x.ipynb", "03_x.ipynb"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as handle:  # a zombie is dead, only not yet reaped
-        return handle.read().split(")")[-1].split()[0] != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_stops_the_run_ends_the_kernel_names_what_finished_and_exits_130(tmp_path):
+def test_ctrl_c_stops_the_run_ends_the_kernel_names_what_finished_and_exits_130(tmp_path, process_alive):
     """Ctrl-C in the terminal: SIGINT to the script's process group (the kernel runs in its own session, so only
     the script gets it) while notebook 02 sleeps. The run stops within seconds with exit status 130, 02's kernel is
     gone, 03 never runs, the report names 01 as finished, and nothing is gathered."""
@@ -162,7 +145,7 @@ def test_ctrl_c_stops_the_run_ends_the_kernel_names_what_finished_and_exits_130(
         while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
             time.sleep(0.1)
         kernel = int(pid_file.read_text())
-        assert _alive(kernel)
+        assert process_alive(kernel)
         interrupted = time.time()
         os.killpg(run.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         out, err = run.communicate(timeout=30)
@@ -173,9 +156,9 @@ def test_ctrl_c_stops_the_run_ends_the_kernel_names_what_finished_and_exits_130(
             run.wait()
     assert run.returncode == 130 and stopped < 10, (run.returncode, stopped, out, err)
     deadline = time.time() + 5
-    while _alive(kernel) and time.time() < deadline:
+    while process_alive(kernel) and time.time() < deadline:
         time.sleep(0.1)
-    assert not _alive(kernel), "the interrupted notebook's kernel outlived the run"
+    assert not process_alive(kernel), "the interrupted notebook's kernel outlived the run"
     assert "interrupted during 02_sleeps.ipynb" in err and "FAILED" not in out + err
     assert "finished: 01_quick.ipynb; not run: 03_never.ipynb" in err
     assert "running 03_never.ipynb" not in out and not (tmp_path / "ran").exists()

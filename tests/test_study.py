@@ -1,6 +1,5 @@
 """scripts/study.py: each (seed, notebook) runs once, under WORKBOOK_SEED; an interrupted study resumes; a failed
 seed is named and the exit code is 1."""
-import importlib.util
 import subprocess
 from pathlib import Path
 
@@ -9,13 +8,6 @@ import pytest
 from helpers import claims, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _study_module():
-    spec = importlib.util.spec_from_file_location("study", ROOT / "scripts" / "study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture
@@ -51,8 +43,8 @@ def _fake_notebook(calls, fail_seed=None):
     return runner
 
 
-def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook):
-    study = _study_module()
+def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook, load_script):
+    study = load_script("study")
     notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
     calls = []
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls, fail_seed=2)) == 1  # seed 2 was killed
@@ -67,10 +59,10 @@ def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook):
     assert profiles.study_seed() is None  # the variable does not outlive the study
 
 
-def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook):
+def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook, load_script):
     """A KeyboardInterrupt from the notebook executor (reproduce.execute raises it after shutting the kernel down)
     ends the study there: no later seed runs, nothing is combined or gathered, the seed variable is unset."""
-    study = _study_module()
+    study = load_script("study")
     notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
     calls = []
     finishes = _fake_notebook(calls)

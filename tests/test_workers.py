@@ -27,17 +27,8 @@ KERNEL = textwrap.dedent("""
 """)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as handle:  # a zombie is dead, only not yet reaped
-        return handle.read().split(")")[-1].split()[0] != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_killing_the_kernel_leaves_no_worker_process(tmp_path):
+def test_killing_the_kernel_leaves_no_worker_process(tmp_path, process_alive):
     script = tmp_path / "kernel.py"
     script.write_text(KERNEL)
     kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -47,14 +38,14 @@ def test_killing_the_kernel_leaves_no_worker_process(tmp_path):
         while not line.strip() and time.time() < deadline:
             line = kernel.stdout.readline()
         children = [int(pid) for pid in line.split()]
-        assert len(children) == 2 and all(_alive(pid) for pid in children)
+        assert len(children) == 2 and all(process_alive(pid) for pid in children)
     finally:
         kernel.send_signal(signal.SIGKILL)  # what "kill the kernel" does
         kernel.wait()
     deadline = time.time() + 15
-    while any(_alive(pid) for pid in children) and time.time() < deadline:
+    while any(process_alive(pid) for pid in children) and time.time() < deadline:
         time.sleep(0.2)
-    assert not any(_alive(pid) for pid in children), f"workers {children} outlived their kernel"
+    assert not any(process_alive(pid) for pid in children), f"workers {children} outlived their kernel"
 
 
 def test_a_worker_whose_parent_is_already_gone_exits_at_once():
@@ -84,7 +75,7 @@ INTERRUPTED_KERNEL = textwrap.dedent("""
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("whom", ["group", "kernel"])
-def test_an_interrupt_cancels_the_queued_jobs_and_ends_the_running_ones_within_seconds(tmp_path, whom):
+def test_an_interrupt_cancels_the_queued_jobs_and_ends_the_running_ones_within_seconds(tmp_path, whom, process_alive):
     """12 one-minute jobs in 2 workers; SIGINT once two have started, to the kernel's whole process group (what
     Jupyter's stop button does) or to the kernel alone: the call raises KeyboardInterrupt within seconds, the two
     running workers are gone, and none of the 10 queued jobs ever starts."""
@@ -100,7 +91,7 @@ def test_an_interrupt_cancels_the_queued_jobs_and_ends_the_running_ones_within_s
             time.sleep(0.1)
         time.sleep(0.2)  # both pids written
         children = [int(path.read_text()) for path in marks.iterdir()]
-        assert len(children) == 2 and all(_alive(pid) for pid in children)
+        assert len(children) == 2 and all(process_alive(pid) for pid in children)
         interrupted = time.time()
         if whom == "group":
             os.killpg(kernel.pid, signal.SIGINT)
@@ -113,7 +104,7 @@ def test_an_interrupt_cancels_the_queued_jobs_and_ends_the_running_ones_within_s
             kernel.kill()
             kernel.wait()
     assert out.strip() == "interrupted" and stopped < 10, (out, stopped)
-    assert not any(_alive(pid) for pid in children), f"workers {children} outlived the interrupt"
+    assert not any(process_alive(pid) for pid in children), f"workers {children} outlived the interrupt"
     time.sleep(1)
     assert sorted(path.name for path in marks.iterdir()) == ["0.started", "1.started"]  # no queued job ran
 

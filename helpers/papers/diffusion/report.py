@@ -78,6 +78,13 @@ def _versus(scores, first: str, second: str) -> str:
     return f"PPL {_ppl(scores, first)} vs {_ppl(scores, second)}"
 
 
+def _compared(scores, first: str, second: str) -> str:
+    """``PPL a vs b (difference [interval] nats per token), D-4 a vs b``: two sampler rows side by side."""
+    value, low, high = log_ppl_difference(scores, first, second)
+    return (f"{_versus(scores, first, second)} ({value:+.3f} [{low:+.3f}, {high:+.3f}] nats per token), D-4 "
+            f"{scores.values.loc[first, 'D-4']:.1f} vs {scores.values.loc[second, 'D-4']:.1f}")
+
+
 def _repetition_confound(scores, first: str, second: str) -> str:
     """Why the judge's perplexity cannot compare ``first`` and ``second`` in this run, or ``""``: the row of lower
     perplexity is also significantly less diverse (its paired D-4 difference lies wholly below 0). A causal judge
@@ -125,12 +132,10 @@ def describe_blocks(scores, ratios: list[float]) -> str:
 
 
 def describe_mask_predict(scores) -> str:
-    value, low, high = log_ppl_difference(scores, MASK_PREDICT, LOW_CONFIDENCE)
-    return (f"Notebook 05's mask-predict + LTD against LLaDA low-confidence at the same forward passes: PPL "
-            f"{_ppl(scores, MASK_PREDICT)} vs {_ppl(scores, LOW_CONFIDENCE)} ({value:+.3f} [{low:+.3f}, {high:+.3f}] nats "
-            f"per token), D-4 {scores.values.loc[MASK_PREDICT, 'D-4']:.1f} vs {scores.values.loc[LOW_CONFIDENCE, 'D-4']:.1f}, "
-            f"LR-{LR_N} {scores.values.loc[MASK_PREDICT, f'LR-{LR_N}']:.1f} vs "
-            f"{scores.values.loc[LOW_CONFIDENCE, f'LR-{LR_N}']:.1f}; neither paper compares the two.")
+    return (f"Notebook 05's mask-predict + LTD against LLaDA low-confidence at the same forward passes: "
+            f"{_compared(scores, MASK_PREDICT, LOW_CONFIDENCE)}, LR-{LR_N} "
+            f"{scores.values.loc[MASK_PREDICT, f'LR-{LR_N}']:.1f} vs {scores.values.loc[LOW_CONFIDENCE, f'LR-{LR_N}']:.1f}; "
+            "neither paper compares the two.")
 
 
 def describe_fine_tune(study: LikelihoodStudy, accuracy: dict, names: tuple[str, str]) -> str:
@@ -148,18 +153,13 @@ def describe_fine_tune(study: LikelihoodStudy, accuracy: dict, names: tuple[str,
 
 
 def describe_editing(scores) -> str:
-    value, low, high = log_ppl_difference(scores, EDITING, BLOCK_CAUSAL)
-    return (f"Token editing against none (block-causal blocks, equal forward passes): {_versus(scores, EDITING, BLOCK_CAUSAL)}"
-            f" ({value:+.3f} [{low:+.3f}, {high:+.3f}] nats per token), D-4 {scores.values.loc[EDITING, 'D-4']:.1f} vs "
-            f"{scores.values.loc[BLOCK_CAUSAL, 'D-4']:.1f}; LLaDA2.1 relies on editing to refine a fast draft.")
+    return (f"Token editing against none (block-causal blocks, equal forward passes): "
+            f"{_compared(scores, EDITING, BLOCK_CAUSAL)}; LLaDA2.1 relies on editing to refine a fast draft.")
 
 
 def describe_corruption(scores) -> str:
-    value, low, high = log_ppl_difference(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)
     return (f"Uniform against mask corruption (each fine-tuned with its own corruption for the same steps, then decoded "
-            f"block-causally at equal forward passes): {_versus(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)} "
-            f"({value:+.3f} [{low:+.3f}, {high:+.3f}] nats per token), D-4 "
-            f"{scores.values.loc[UNIFORM_CORRUPTION, 'D-4']:.1f} vs {scores.values.loc[MASK_CORRUPTION, 'D-4']:.1f}. "
+            f"block-causally at equal forward passes): {_compared(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)}. "
             f"The mask model continues notebook 02's mask-trained adapter; the uniform one must unlearn the mask.")
 
 
