@@ -120,8 +120,9 @@ def heldout_mntp_batches(profile, settings: MagnetSettings, tokenizer) -> list[d
 def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list[str], Callable]:
     """What a joint run evaluates every ``eval_every`` steps: Fig. 6's Rep-n of greedy generations from the
     validation prefixes (:func:`experiment_table5.fig6_evaluation`) and the held-out MNTP accuracy under the
-    bidirectional mask (:data:`HELDOUT_KEY`, on :func:`heldout_mntp_batches`), whose slope over the last quarter of
-    training is the budget check of the rows that compare trained models. Returns ``(prefixes, evaluate)``; the one
+    bidirectional mask (:data:`HELDOUT_KEY`, on :func:`heldout_mntp_batches`), whose equivalence test over the last half
+    of training (:func:`helpers.metrics.stopped_improving`) is the budget check of the rows that compare trained
+    models. Returns ``(prefixes, evaluate)``; the one
     definition notebook 03 and ``python -m helpers.train magnet`` both train with.
 
     ``evaluate(model, step)`` generates only at the steps that are multiples of ``settings.curve_every`` and at the

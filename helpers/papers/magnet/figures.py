@@ -5,6 +5,7 @@ paper's (hatched) wherever the paper reports one.
 """
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Sequence
 
@@ -90,30 +91,31 @@ def magnet_training_figure(components: dict[str, list[dict]], boundaries: dict[s
     return fig
 
 
-def heldout_curve_figure(runs: dict[str, Sequence[dict]], key: str, plateau: tuple | None = None,
-                         fraction: float = 0.25) -> plt.Figure:
+def heldout_curve_figure(runs: dict[str, Sequence[dict]], key: str, stopping=None) -> plt.Figure:
     """The budget check: each run's held-out curve ``key`` against steps (evaluation records), with MAGNET's
-    least-squares line over the last ``fraction`` of training (``plateau`` = :func:`helpers.metrics.plateau`'s
-    ``(slope, low, high, last step)``) and its slope's interval in the title."""
+    least-squares line over the window :func:`helpers.metrics.stopped_improving` fits (``stopping``: its result on
+    MAGNET's curve) and, in the title, that equivalence test's verdict: stopped, or still improving, with the numbers."""
+    from ... import metrics
+
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for index, (name, records) in enumerate(runs.items()):
         points = sorted((r["step"], r[key]) for r in records if key in r)
         if points:
             steps, values = zip(*points)
             ax.plot(steps, values, "o-", ms=3, color=_color(name, index), label=name)
-    magnet = sorted((r["step"], r[key]) for r in runs.get("MAGNET", ()) if key in r)
+    magnet = metrics.curve_points(runs.get("MAGNET", ()), key)
     title = "held-out MNTP accuracy during joint training"
-    if plateau is not None and len(magnet) >= 2:
-        slope, low, high, last = plateau
-        first = magnet[0][0]
-        start = last - fraction * (last - first)
-        window = [(step, value) for step, value in magnet if step >= start] or magnet[-2:]
-        steps = np.array([step for step, _ in window], dtype=float)
-        values = np.array([value for _, value in window])
-        ax.axvspan(start, last, color="0.9", zorder=0, label=f"last {fraction:.0%} of training")
-        ax.plot(steps, values.mean() + slope * (steps - steps.mean()), "k--", lw=1.2, label="least-squares line")
-        title += (f"\nMAGNET's slope over the last {fraction:.0%}: {slope:+.2e} [{low:+.2e}, {high:+.2e}] per step "
-                  f"({'flat: holds 0' if low <= 0 <= high else 'still moving'})")
+    if stopping is not None and magnet:
+        first, last = magnet[0][0], magnet[-1][0]
+        start = last - metrics.STOP_WINDOW * (last - first)
+        window = [(step, value) for step, value in magnet if step >= start]
+        ax.axvspan(start, last, color="0.9", zorder=0, label=f"last {metrics.STOP_WINDOW:.0%} of training")
+        if math.isfinite(stopping.slope):
+            steps = np.array([step for step, _ in window], dtype=float)
+            values = np.array([value for _, value in window])
+            ax.plot(steps, values.mean() + stopping.slope * (steps - steps.mean()), "k--", lw=1.2,
+                    label="least-squares line")
+        title += "\nMAGNET: " + textwrap.fill(stopping.reason, 90)
     ax.set(xlabel="step", ylabel="masked-token accuracy (bidirectional)", title=title)
     ax.legend(fontsize=7)
     fig.tight_layout()
