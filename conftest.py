@@ -113,3 +113,4 @@ def lock_holder():
     for holder in started:
         holder.kill()
         holder.wait()
+

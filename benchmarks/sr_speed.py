@@ -41,7 +41,7 @@ def main() -> None:
     sentences = experiment_data.encode_sentences(tokenizer, tagged, 256)
     ids, mask = experiment_table2.speed_inputs(sentences, args.sentences, tokenizer.pad_token_id)
     exits = list(mechanism.exit_layers(depth)) + [None]
-    speedups, seconds = experiment_table2.measure_speedups(body, ids, mask, repeats=(0, 1, 2, 4, 8), exits=exits,
+    speedups, seconds, _ = experiment_table2.measure_speedups(body, ids, mask, repeats=(0, 1, 2, 4, 8), exits=exits,
                                                            batch_size=args.batch, trials=args.rounds)
     tokens = int(mask.sum())
     print(f"\n{name} ({depth} layers), {len(sentences)} sentences ({tokens} tokens, padded to {ids.shape[1]}), "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import math
 import re
@@ -85,6 +86,9 @@ def check_ids(check: str) -> list[str]:
             raise ValueError(f"check={check!r}: {node!r} is not a pytest node id such as "
                              "'tests/papers/magnet/test_magnet_mechanism.py::test_pooling'; a check is a test")
     return ids
+
+
+STUDY_MIN_SEEDS = 3  # a row that rests on training needs at least this many seeds in a study
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,17 @@ class Claim:
                 raise ValueError(f"{name}={value!r} must be a finite number{' >= 0' if name == 'mde' else ''} or None")
 
     @property
+    def single_seed(self) -> bool:
+        """Whether a trained row rests on fewer than :data:`STUDY_MIN_SEEDS` training seeds: one run's interval covers
+        its test examples, not initialisation, data order and dropout, so it cannot speak for the method."""
+        return self.trained and (self.n_seeds or 1) < STUDY_MIN_SEEDS
+
+    @property
+    def single_seed_text(self) -> str:
+        return (f"{self.n_seeds or 1} training seed (its interval covers the test examples, not the seeds); a seed "
+                f"study of at least {STUDY_MIN_SEEDS} seeds decides it (make study)")
+
+    @property
     def underpowered(self) -> bool:
         """Whether an inconclusive decided row could not have detected the paper's own effect: its minimum detectable
         effect (80% power) exceeds the paper's effect in our units. Needs both numbers; older rows have neither."""
@@ -275,6 +290,8 @@ class Claim:
             missing.append(f"measured in another regime than the paper's ({self.regime})")
         if self.baseline_works is False:
             missing.append(f"the baseline ({self.baseline}) was not shown to work")
+        if self.single_seed:
+            missing.append(self.single_seed_text)
         if self.trained and self.still_improving:
             missing.append(self.budget_text)
         return missing
@@ -306,6 +323,8 @@ class Claim:
             return text + f": measured in another regime than the paper's ({self.regime})"
         if self.baseline_works is False:
             return text + f": the baseline ({self.baseline}) was not shown to work"
+        if self.single_seed:
+            return text + ": " + self.single_seed_text
         if self.verdict == "inconclusive" and _beyond_paper_side(self):
             return text + ": wholly on the contradicting side, but " + "; ".join(self.missing_for_not_reproduced())
         if self.underpowered:
@@ -408,7 +427,10 @@ class Declared:
         if "mde" not in extra and not exact and self.kind in DECIDED and low is not None and high is not None:
             from . import metrics
 
-            extra["mde"] = metrics.minimum_detectable_effect((float(high) - float(low)) / 2)
+            seeds = extra.get("n_seeds") or 0  # a study's t over seeds: S - 1 degrees of freedom (conservative: the
+            # examples' nested term only adds degrees of freedom, metrics.seeds_with_examples_mde)
+            extra["mde"] = metrics.minimum_detectable_effect((float(high) - float(low)) / 2,
+                                                             df=seeds - 1 if seeds > 1 else None)
         return Claim(notebook=self.notebook, paper=self.paper, where=self.where, claim=self.says,
                      paper_value=self.paper_value, ours=ours if ours is not None else fmt.format(value),
                      low=None if low is None else float(low), high=None if high is None else float(high),
@@ -500,12 +522,45 @@ def _beyond_paper_side(row: Claim) -> bool:
     return hi < 0
 
 
+def missing_for_verdict(row: Claim) -> str:
+    """What keeps an inconclusive row from either verdict that more seeds cannot change, or ``""``: a confound, no
+    check, another regime, a baseline not shown to work, or an interval already on the contradicting side whose
+    training is not shown to have stopped (training longer decides it, not more seeds)."""
+    if row.confound:
+        return "confounded"
+    if not row.check.strip():
+        return "no check"
+    if row.regime:
+        return "another regime"
+    if row.baseline_works is False:
+        return "baseline not shown to work"
+    if _beyond_paper_side(row) and row.still_improving:
+        return "contradicting side, training not shown to have stopped"
+    return ""
+
+
+def _agrees(row: Claim) -> bool:
+    """Whether the interval lies wholly on the paper's side (for a "matches" claim: wholly within the margin)."""
+    lo, hi = row.low - row.threshold, row.high - row.threshold
+    if row.margin is not None:
+        return -row.margin < lo and hi < row.margin
+    return (lo > 0) if row.direction == 1 else (hi < 0)
+
+
+def interval_decides(row: Claim) -> bool:
+    """Whether the row's interval lies wholly on one side, the paper's or the contradicting one: what its quantity
+    can say, whatever else (seeds, a stop not shown) still keeps the row from a verdict."""
+    return row.low is not None and row.high is not None and (_agrees(row) or _beyond_paper_side(row))
+
+
 def verdict_of(row: Claim) -> str:
     """The one verdict rule, symmetric: each verdict needs a check.
 
     - definition check: *holds* or *fails*; measurement: *inconclusive*;
     - finding or reference claim: with no ``check`` (pytest node ids of tests that rule out our own bug), a
       ``confound``, a ``regime`` other than the paper's, or a ``baseline`` not shown to work, *inconclusive*;
+      a trained row of fewer than :data:`STUDY_MIN_SEEDS` training seeds (its interval covers the test examples, not
+      the seeds, so it says nothing of the method) is *inconclusive* too;
       otherwise *reproduced* when the interval lies wholly on the paper's side of ``threshold`` (or, for a "matches"
       claim, wholly within ``threshold ± margin``), *not reproduced* when it lies wholly on the other side and (for a
       trained row) training was shown to have stopped improving (:func:`helpers.metrics.stopped_improving`), else
@@ -515,12 +570,9 @@ def verdict_of(row: Claim) -> str:
         return "holds" if row.holds else "fails"
     if row.kind == MEASUREMENT or row.confound or not row.check.strip() or row.regime or row.baseline_works is False:
         return "inconclusive"
-    lo, hi = row.low - row.threshold, row.high - row.threshold
-    if row.margin is not None:
-        agrees = -row.margin < lo and hi < row.margin
-    else:
-        agrees = (lo > 0) if row.direction == 1 else (hi < 0)
-    if agrees:
+    if row.single_seed:
+        return "inconclusive"
+    if _agrees(row):
         return "reproduced"
     if _beyond_paper_side(row) and not row.still_improving:
         return "not reproduced"
@@ -689,8 +741,9 @@ def read_checked_table(path: Path, profile: str) -> ResultTable:
         origin = json.loads(path.read_text()).get("provenance")
     except (OSError, ValueError) as error:
         raise _unreadable(path, error) from error
-    check_provenance(origin, profile, entry.notebook,
-                     what=f"the rows of notebook {entry.notebook}'s result table {entry.name}")
+    what = f"the rows of notebook {entry.notebook}'s result table {entry.name}"
+    check_provenance(origin, profile, entry.notebook, what=what)
+    check_digest(path, entry.notebook, what, _rerun(profile, entry.notebook))
     return entry
 
 
@@ -713,6 +766,35 @@ def _tables_to_json(tables: Sequence[ResultTable], profile: str) -> str:
 
 def _rows_to_json(rows: Sequence[Claim], **header) -> str:
     return json.dumps({**header, "claims": [asdict(row) for row in rows]}, indent=1, sort_keys=False) + "\n"
+
+
+def content_digest(payload: dict) -> str:
+    """The sha256 of a claims file's content (every field but ``digest`` itself, as JSON with sorted keys): what
+    :func:`record` and :func:`record_table` seal a file with, so that a number edited by hand afterwards is refused."""
+    body = {key: value for key, value in json.loads(json.dumps(payload)).items() if key != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _sealed_json(payload: dict) -> str:
+    """``payload`` as a claims file's JSON, with its :func:`content_digest`."""
+    payload = json.loads(json.dumps(payload))
+    return json.dumps({**payload, "digest": content_digest(payload)}, indent=1, ensure_ascii=False) + "\n"
+
+
+def check_digest(path: Path, notebook: str, what: str, rerun: str) -> None:
+    """Refuse a claims file or result table whose content is not what the notebook wrote: no digest (an older
+    workbook's file, or one written by hand), or a digest its content no longer matches (edited since)."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise _unreadable(path, error) from error
+    if "digest" not in raw:
+        raise ProvenanceError(f"{what} ({path}) carry no digest of their content (an older workbook's file, or one "
+                              f"written by hand), so an edit cannot be ruled out; {rerun}")
+    if raw["digest"] != content_digest(raw):
+        raise ProvenanceError(f"{what} ({path}) were edited after notebook {notebook} wrote them (their content no "
+                              f"longer matches the digest it recorded); {rerun}")
 
 
 def _read_payload(path: Path) -> dict:
@@ -810,6 +892,11 @@ def _check_code(origin: dict, profile, where: str, what: str, rerun: str) -> Non
         raise ProvenanceError(f"{what} {differs}; {rerun}")
 
 
+def _rerun(profile: str, notebook: str) -> str:
+    return (f"rerun notebook {notebook} under WORKBOOK_PROFILE={profile} (python scripts/reproduce.py "
+            f"notebooks/{notebook}_*.ipynb)")
+
+
 def check_provenance(origin: dict | None, profile: str, where: str, *, code: bool = True,
                      what: str | None = None) -> None:
     """Refuse claims that were not computed under ``profile``'s own settings (a smoke run saved under the cpu name,
@@ -819,7 +906,7 @@ def check_provenance(origin: dict | None, profile: str, where: str, *, code: boo
     from . import profiles
 
     what = what or f"notebook {where}'s claims"
-    rerun = f"rerun notebook {where} under WORKBOOK_PROFILE={profile} (python scripts/reproduce.py notebooks/{where}_*.ipynb)"
+    rerun = _rerun(profile, where)
     if not isinstance(origin, dict):
         raise ProvenanceError(f"{what} record no provenance (profile, run settings, commit), so "
                               f"nothing says they are {profile}-profile numbers; {rerun}")
@@ -902,7 +989,7 @@ def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = 
 
     import torch
 
-    from . import profiles, training
+    from . import models, profiles, training
 
     profile = profiles.get(profile) if isinstance(profile, str) else profile
     if not isinstance(profile, profiles.Profile):
@@ -913,7 +1000,7 @@ def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = 
             "seeds": sorted({int(seed) for seed in (seeds if seeds is not None else [profile.seed])}),
             "mntp_adapter": training.loaded_mntp_adapters().get(profile.name),
             "commit": _git("rev-parse", "HEAD"), "dirty": dirty,
-            "model": profile.model_name,
+            "model": profile.model_name, "dtype": models.weight_dtype_name(profile),
             "machine": {"cpu": _cpu_model(), "device": _device_name(), "torch": torch.__version__,
                         "python": platform.python_version()}}
 
@@ -970,16 +1057,22 @@ def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None =
         origin["study_seed"] = study_seed
         folder = study_dir(origin["profile"], study_seed)
     path = folder / f"{notebook}.json"
-    store.write_text(path, _rows_to_json(rows, notebook=notebook, profile=origin["profile"], provenance=origin,
-                                          written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
+    store.write_text(path, _sealed_json({"notebook": notebook, "profile": origin["profile"], "provenance": origin,
+                                         "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                                         "claims": [asdict(row) for row in rows]}))
     return path
 
 
 class StaleResultsError(RuntimeError):
-    """A summary would record claims computed under other parameters than the parameters cell now holds."""
+    """A summary would record claims, or a figure would show results, computed under other parameters than the
+    parameters cell now holds."""
+
+    def __init__(self, message: str, refused: str = "claims not recorded"):
+        super().__init__(message)
+        self.refused = refused
 
     def _render_traceback_(self) -> list[str]:  # IPython shows this one line instead of a traceback
-        return [f"claims not recorded: {self}"]
+        return [f"{self.refused}: {self}"]
 
 
 _COMPUTED: dict[str, dict[str, str]] = {}  # notebook -> {cell: fingerprint of the parameters it ran under}
@@ -1016,6 +1109,26 @@ class Parameters:
 
 
 _PARAMETERS: dict[str, Parameters] = {}
+
+
+def check_shown(notebook: str, cells: Sequence[str], figure: str) -> None:
+    """Refuse figure ``figure`` when a cell whose results it shows (``cells``, the names those cells gave
+    :meth:`Parameters.computed`) ran under other parameters than notebook ``notebook``'s parameters cell now holds,
+    or has not run since the parameters cell did."""
+    if isinstance(cells, str):
+        raise ValueError(f"shows={cells!r} must be a list of cell names, e.g. [{cells!r}]")
+    current = _PARAMETERS.get(notebook)
+    if current is None or not cells:
+        return
+    made = _COMPUTED.get(notebook, {})
+    stale = [str(cell) for cell in cells if made.get(str(cell)) != current.fingerprint]
+    if stale:
+        never = [cell for cell in stale if cell not in made]
+        why = (f"{', '.join(never)} {'has' if len(never) == 1 else 'have'} not run in this kernel" if never else
+               "were computed under other parameters than the parameters cell now holds")
+        raise StaleResultsError(f"notebook {notebook}: it shows the results of {', '.join(stale)}, which {why}; rerun "
+                                "those cells (or the notebook from the parameters cell down)",
+                                refused=f"figure {figure} not saved")
 
 
 def current_parameters(notebook: str) -> Parameters | None:
@@ -1068,9 +1181,8 @@ def record_table(name: str, header: Sequence[str], rows: Sequence[Sequence[str]]
         origin["study_seed"] = profiles.study_seed()
         folder = study_dir(profile_name, profiles.study_seed())
     path = folder / f"{entry.key}.json"
-    store.write_text(path, json.dumps({**entry.to_json(), "profile": profile_name, "provenance": origin,
-                                       "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
-                                      indent=1, ensure_ascii=False) + "\n")
+    store.write_text(path, _sealed_json({**entry.to_json(), "profile": profile_name, "provenance": origin,
+                                         "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}))
     return path
 
 
@@ -1093,7 +1205,7 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
     rewrite the README's claims table and result tables from them, and return the ledger's rows.
 
     A notebook whose ledger rows come from a seed study (``scripts/study.py``, ``study=True``) keeps them when a
-    single-seed run is gathered: that run's trained values are compared with the study's seed range instead
+    single-seed run is gathered: that run's trained values are compared with the study's prediction intervals for a new seed instead
     (:func:`seed_range_report`, printed)."""
     from .paths import repo_root
 
@@ -1116,6 +1228,8 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
             check_provenance(payload.get("provenance"), profile, path.stem)  # before anything is written
             if "study" in payload["provenance"]:
                 rederive_study(payload, profile, path.stem)
+            else:
+                check_digest(path, path.stem, f"notebook {path.stem}'s claims", _rerun(profile, path.stem))
             if not study and "study" in origins.get(path.stem, {}) and "study" not in payload["provenance"]:
                 kept_study = [row for row in read_rows(ledger) if row.notebook == path.stem]
                 print(f"[claims] notebook {path.stem}: the ledger keeps its seed study's rows "
@@ -1124,6 +1238,7 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
                     print("   ", line)
                 continue
             fresh[path.stem], origins[path.stem] = payload["claims"], payload["provenance"]
+    check_consistent(origins, fresh)
     fresh_tables = [read_checked_table(path, profile) for path in sorted(claims_dir(profile).glob("[0-9][0-9]_*.json"))
                     if notebooks is None or path.name[:2] in notebooks]
     previous = read_rows(ledger) if ledger.exists() else []
@@ -1148,11 +1263,57 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
     readme = Path(readme or repo_root() / "README.md")
     text = (render_readme(readme.read_text(), rows, tables, readme, changes, code)  # refuses a README without markers first
             if profile == LEDGER_PROFILE else _gpu_readme(readme, rows, profile, origins))
+    # rows withdrawn from the ledger (their declaration now measures another quantity) stay listed until their
+    # notebook is gathered again
+    withdrawn = [entry for entry in (_read_payload(ledger).get("withdrawn", []) if ledger.exists() else [])
+                 if entry.get("notebook") not in fresh]
     store.write_together({ledger: _rows_to_json(rows, profile=profile, provenance=origins, changes=changes,
-                                                code={"gathered_at": _git("rev-parse", "HEAD"), "notebooks": code}),
+                                                code={"gathered_at": _git("rev-parse", "HEAD"), "notebooks": code},
+                                                **({"withdrawn": withdrawn} if withdrawn else {})),
                           tables_path(profile): _tables_to_json(tables, profile),
                           **({} if text is None else {readme: text})}, _journal())
     return rows
+
+
+def _by_seed(origin: dict) -> dict[str, dict]:
+    """A notebook's provenance per seed: a study's ``study`` entries, or the single run's under its seed."""
+    if isinstance(origin.get("study"), dict):
+        return {str(seed): each for seed, each in origin["study"].items() if isinstance(each, dict)}
+    return {str(seed): origin for seed in origin.get("seeds") or [None]}
+
+
+def check_consistent(origins: dict[str, dict], fresh: Iterable[str]) -> None:
+    """Refuse a ledger whose notebooks were not computed together: each newly gathered notebook (``fresh``) must
+    share the weight dtype of every other notebook in the ledger (a bf16 run's rows beside a float32 run's), and a
+    notebook whose rows rest on the MNTP adapter must have read the very adapter notebook 02's rows measured (its
+    run fingerprint, seed by seed), never the short fallback. Provenance from before the dtype was recorded is not
+    compared."""
+    fresh = set(fresh)
+    dtypes = {notebook: each.get("dtype") for notebook, origin in origins.items()
+              for each in _by_seed(origin).values() if each.get("dtype")}
+    for notebook in sorted(fresh):
+        others = {dtype for other, dtype in dtypes.items() if other != notebook and dtype != dtypes.get(notebook)}
+        if notebook in dtypes and others:
+            clash = sorted(other for other, dtype in dtypes.items() if dtype in others)
+            raise ProvenanceError(f"notebook {notebook}'s claims were computed in {dtypes[notebook]} and notebook "
+                                  f"{_files(clash)}'s in {' and '.join(sorted(others))}; a ledger is one machine's "
+                                  "dtype: rerun every notebook on this machine (make reproduce) and gather them together")
+    measured = _by_seed(origins["02"]) if "02" in origins else {}
+    for notebook in sorted(set(origins) - {"02"}):
+        for seed, each in _by_seed(origins[notebook]).items():
+            adapter = each.get("mntp_adapter")
+            if not isinstance(adapter, dict) or (notebook not in fresh and "02" not in fresh):
+                continue
+            if adapter.get("source") == "fallback":
+                raise ProvenanceError(f"notebook {notebook}'s claims rest on the short fallback MNTP adapter (notebook "
+                                      "02 had not run), not the one notebook 02's rows measure; run notebook 02, then "
+                                      f"notebook {notebook} (make reproduce runs them in order)")
+            trained = ((measured.get(seed) or {}).get("runs") or {}).get("mntp")
+            if trained and adapter.get("fingerprint") != trained:
+                raise ProvenanceError(f"notebook {notebook}'s claims (seed {seed}) rest on MNTP adapter "
+                                      f"{adapter.get('fingerprint')}, but notebook 02's rows measure adapter {trained}; "
+                                      f"rerun notebook 02 and then notebook {notebook} and gather them together "
+                                      "(make reproduce)")
 
 
 def _gpu_readme(readme: Path, rows: Sequence[Claim], profile: str, origins: dict) -> str | None:
@@ -1215,7 +1376,6 @@ def read_changes(path: Path | None = None) -> list[dict]:
     return list(_read_payload(path).get("changes", [])) if path.exists() else []
 
 
-STUDY_MIN_SEEDS = 3  # a row that rests on training needs at least this many seeds in a study
 
 
 def _row_key(row: Claim) -> tuple:
@@ -1224,7 +1384,7 @@ def _row_key(row: Claim) -> tuple:
     return (row.id,) if row.id else (row.notebook, row.paper, row.where, row.quantity or row.claim)
 
 
-def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
+def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None) -> Claim:
     """One trained row from its per-seed rows: the seed mean, and a t interval over seeds with the examples nested
     (:func:`helpers.metrics.seeds_with_examples_interval`, each seed's half-width over the examples from its row).
     Its confound, baseline and note are recomputed from every seed (a seed's confound confounds the study; a
@@ -1238,7 +1398,8 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
                          "trained row records no value= (its point estimate), so seeds cannot be averaged; give value= "
                          "in its report")
     halves = [(row.high - row.low) / 2 for row in group]
-    mean, low, high = metrics.seeds_with_examples_interval(values, halves)
+    level = 0.95 if plan is None else plan.level
+    mean, low, high = metrics.seeds_with_examples_interval(values, halves, level)
     mde = metrics.seeds_with_examples_mde(values, halves) if first.kind in DECIDED else first.mde
     each = ", ".join(f"{seed}: {_number(value)}" for seed, value in zip(seeds, values))
     works = all(row.baseline_works is True for row in group) if first.baseline else first.baseline_works
@@ -1256,16 +1417,20 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int]) -> Claim:
         first, verdict="", value=mean, low=low, high=high, n_seeds=len(group), seed_values=tuple(values),
         baseline_works=works, confound="; ".join(confounds), note=note,
         ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
-        method=f"t over {len(group)} training seeds, with {first.method} nested", plateau=plateau, mde=mde)
+        method=(f"t over {len(group)} training seeds, with {first.method} nested" + ("" if plan is None else
+                f"; look {plan.look_number(len(group))} of {len(plan.looks)} of a sequential plan, read at "
+                f"{100 * plan.level:.1f}% (Pocock, overall {100 * plan.alpha:g}%)")), plateau=plateau, mde=mde)
 
 
-def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
+def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]], plan=None) -> list[Claim]:
     """A seed study's rows: for each claim of the notebook, its rows from every seed made one (in seed ``min``'s order).
 
     A row that rests on training (``trained=True``) becomes the seed mean with :func:`_seed_combined`'s interval, its
     ``n_seeds`` and ``seed_values`` (its baseline works only if it worked on every seed), and needs at least
     :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if it holds on every seed; any other row (it does not rest on the seed) is seed ``min``'s. The verdict follows by
-    the one rule. A claim missing from a seed, or found twice in one, is an error naming it and the seed."""
+    the one rule. A claim missing from a seed, or found twice in one, is an error naming it and the seed. With
+    ``plan`` (a :class:`helpers.sequential.SequentialPlan` whose looks include the number of seeds), trained rows'
+    intervals are read at the plan's nominal level and say at which look they were computed."""
     seeds = sorted(rows_by_seed)
     if not seeds:
         raise ValueError("rows_by_seed is empty; a seed study needs the rows of at least one seed")
@@ -1295,11 +1460,11 @@ def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]]) -> list[Claim]:
             raise ValueError(f"{key}: a row that rests on training needs at least {STUDY_MIN_SEEDS} seeds; the study "
                              f"has {seeds}")
         else:
-            combined.append(_seed_combined(group, seeds))
+            combined.append(_seed_combined(group, seeds, plan))
     return combined
 
 
-def study_provenance(origins: dict[int, dict], profile: str) -> dict:
+def study_provenance(origins: dict[int, dict], profile: str, plan=None) -> dict:
     """The provenance of a seed study's rows: each seed's own, under ``study`` (``check_provenance`` verifies each
     against the profile with that seed), and the seeds."""
     from . import profiles
@@ -1308,7 +1473,8 @@ def study_provenance(origins: dict[int, dict], profile: str) -> dict:
     return {"profile": profile, "profile_fingerprint": store.fingerprint(profiles.get(profile)),
             "seeds": sorted(int(seed) for seed in origins), "study": {str(seed): origins[seed] for seed in sorted(origins)},
             "commit": first.get("commit"), "dirty": any(origin.get("dirty") for origin in origins.values()),
-            "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter")}
+            "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter"),
+            **({} if plan is None else {"plan": {"looks": list(plan.looks), "alpha": plan.alpha}})}
 
 
 def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
@@ -1327,12 +1493,12 @@ def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
     return origin.get("parameters") == expected_parameters(notebook, seeded)
 
 
-def record_study(profile: str, seeds: Sequence[int], notebook: str) -> list[Claim]:
-    """Combine ``notebook``'s per-seed claims (:func:`combine_seeds`) into its claims file
-    ``runs/claims/<profile>/<notebook>.json``, with :func:`study_provenance`; returns the combined rows."""
+def record_study(profile: str, seeds: Sequence[int], notebook: str, plan=None) -> list[Claim]:
+    """Combine ``notebook``'s per-seed claims (:func:`combine_seeds`, at ``plan``'s level when given) into its claims
+    file ``runs/claims/<profile>/<notebook>.json``, with :func:`study_provenance`; returns the combined rows."""
     payloads = {int(seed): _read_payload(study_dir(profile, seed) / f"{notebook}.json") for seed in seeds}
-    rows = combine_seeds({seed: payload["claims"] for seed, payload in payloads.items()})
-    origin = study_provenance({seed: payload["provenance"] for seed, payload in payloads.items()}, profile)
+    rows = combine_seeds({seed: payload["claims"] for seed, payload in payloads.items()}, plan)
+    origin = study_provenance({seed: payload["provenance"] for seed, payload in payloads.items()}, profile, plan)
     store.write_text(claims_dir(profile) / f"{notebook}.json",
                      _rows_to_json(rows, notebook=notebook, profile=profile, provenance=origin,
                                    written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
@@ -1352,10 +1518,18 @@ def rederive_study(payload: dict, profile: str, notebook: str) -> None:
     if missing:
         raise ProvenanceError(f"notebook {notebook}'s seed study cannot be re-derived: {_files(missing)} missing; "
                               f"{restudy}")
+    for seed, path in files.items():
+        check_digest(path, notebook, f"notebook {notebook}'s claims of seed {seed}", restudy)
     payloads = {seed: _read_payload(path) for seed, path in files.items()}
-    rows = combine_seeds({seed: found["claims"] for seed, found in payloads.items()})
+    recorded = payload["provenance"].get("plan")
+    plan = None
+    if recorded is not None:
+        from .sequential import SequentialPlan
+
+        plan = SequentialPlan(looks=tuple(recorded["looks"]), alpha=float(recorded["alpha"]))
+    rows = combine_seeds({seed: found["claims"] for seed, found in payloads.items()}, plan)
     origin = json.loads(json.dumps(study_provenance({seed: found["provenance"] for seed, found in payloads.items()},
-                                                    profile)))
+                                                    profile, plan)))
     differ = [row.id or row.where for row, derived in zip(payload["claims"], rows) if row != derived]
     if len(rows) != len(payload["claims"]) or differ or origin != payload["provenance"]:
         what = (f"rows {_files(differ)}" if differ else "its rows" if len(rows) != len(payload["claims"])
@@ -1364,28 +1538,46 @@ def rederive_study(payload: dict, profile: str, notebook: str) -> None:
                               f"differ: edited by hand, or a seed rerun since); {restudy}")
 
 
+def seed_prediction_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Where one new seed's value should fall, given a study's per-seed ``values``: the prediction interval
+    ``mean ± t(level; n−1) · s · sqrt(1 + 1/n)``. The seeds' min..max is no such interval: a fourth seed lands outside
+    the range of three half the time."""
+    from scipy import stats
+
+    values = [float(value) for value in values]
+    if len(values) < 2:
+        raise ValueError(f"values={values!r}: a prediction interval needs at least 2 seeds' values")
+    n = len(values)
+    mean = sum(values) / n
+    spread = (sum((value - mean) ** 2 for value in values) / (n - 1)) ** 0.5
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * spread * (1 + 1 / n) ** 0.5
+    return mean - half, mean + half
+
+
 def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[str]:
-    """For each trained row of a single-seed run: whether its value lies inside the study's seed range
-    (min..max of the study row's ``seed_values``)."""
-    ranges = {_row_key(row): row.seed_values for row in study if row.seed_values}
+    """For each trained row of a single-seed run: whether its value lies inside the study row's 95% prediction
+    interval for a new seed (:func:`seed_prediction_interval` over its ``seed_values``). A single seed's verdict is
+    never the study's, so none is printed."""
+    seeds = {_row_key(row): row.seed_values for row in study if row.seed_values}
     lines = []
     for row in single:
         if not row.trained or row.value is None:
             continue
-        span = ranges.get(_row_key(row))
-        if not span:
+        values = seeds.get(_row_key(row))
+        if not values or len(values) < 2:
             lines.append(f"{row.where} ({row.quantity or row.claim}): {_number(row.value)}; no study row")
             continue
-        inside = min(span) <= row.value <= max(span)
+        low, high = seed_prediction_interval(values)
+        inside = low <= row.value <= high
         lines.append(f"{row.where} ({row.quantity or row.claim}): {_number(row.value)} "
-                     f"{'inside' if inside else 'OUTSIDE'} the study's seed range [{_number(min(span))}, "
-                     f"{_number(max(span))}] ({len(span)} seeds)")
+                     f"{'inside' if inside else 'OUTSIDE'} the study's 95% prediction interval for a new seed "
+                     f"[{_number(low)}, {_number(high)}] ({len(values)} seeds)")
     return lines
 
 
 def compare_with_ledger(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None) -> list[str]:
     """For a run under settings the ledger was not computed with (``WORKBOOK_DTYPE`` set): each finished notebook's
-    trained values in ``runs/claims/<profile>/`` against the committed ledger's seed range, without gathering them
+    trained values in ``runs/claims/<profile>/`` against the committed ledger's prediction intervals, without gathering them
     (:func:`seed_range_report`). The provenance must still name ``profile``."""
     ledger = ledger_path()
     committed = read_rows(ledger) if ledger.exists() else []
@@ -1436,6 +1628,8 @@ def _reasons(rows: Sequence[Claim]) -> str:
             reason = "another hardware regime"
         elif row.baseline_works is False:
             reason = "baseline not shown to work"
+        elif row.single_seed:
+            reason = "one training seed (a study decides)"
         elif _beyond_paper_side(row):
             reason = "contradicting side, stop not shown"
         elif row.underpowered:

@@ -98,8 +98,9 @@ def token_accuracy(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Seque
     return sum(t == p for t, p in pairs) / len(pairs)
 
 
-def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% Student-t interval (NaN for a single value: one seed has no interval)."""
+def mean_ci95(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and the half-width of its 95% Student-t interval (NaN for a single value: one seed has no interval);
+    ``level`` reads it at another two-sided level (a sequential study's nominal level)."""
     if len(values) == 0:
         raise ValueError("values is empty")
     if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values):
@@ -110,7 +111,7 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float]:
     from scipy.stats import t
 
     variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
-    return float(mean), float(t.ppf(0.975, len(values) - 1) * math.sqrt(variance / len(values)))
+    return float(mean), float(t.ppf((1 + level) / 2, len(values) - 1) * math.sqrt(variance / len(values)))
 
 
 def format_mean_ci(mean: float, half: float, decimals: int = 1) -> str:
@@ -228,7 +229,7 @@ def f1_from_counts(counts) -> float:
     return 0.0 if predicted + gold == 0 else float(2 * correct / (predicted + gold))
 
 
-def seeds_with_examples_interval(values: Sequence[float], example_halves: Sequence[float]
+def seeds_with_examples_interval(values: Sequence[float], example_halves: Sequence[float], level: float = 0.95
                                  ) -> tuple[float, float, float]:
     """``(mean, low, high)`` over training seeds, the test examples nested: the seed mean with half-width
     ``sqrt(h_seeds² + mean(h_i²))``.
@@ -238,16 +239,41 @@ def seeds_with_examples_interval(values: Sequence[float], example_halves: Sequen
     the spread of training (initial weights, data order, dropout). Every seed scores the same examples, so their
     sampling error is common to all seeds and invisible in the seeds' spread; ``mean(h_i²)`` adds it back (it is at
     most the seed mean's share, equal when the seeds agree perfectly), so the interval does not understate it.
-    With one seed, the interval is that seed's own (the examples only)."""
+    With one seed, the interval is that seed's own (the examples only).
+
+    ``level`` (a sequential study's nominal level, :class:`helpers.sequential.SequentialPlan`) reads both terms at it:
+    the seeds' t quantile at ``(1 + level) / 2``, each example half-width (a 95% interval) scaled by
+    ``z_{(1 + level)/2} / z_{0.975}``."""
     values, example_halves = [float(v) for v in values], [float(h) for h in example_halves]
     if len(values) != len(example_halves):
         raise ValueError(f"{len(values)} values but {len(example_halves)} example_halves; give one per seed")
     if any(not math.isfinite(h) or h < 0 for h in example_halves):
         raise ValueError(f"example_halves={example_halves!r} must be finite half-widths >= 0")
-    mean, seed_half = mean_ci95(values)
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} must lie in (0, 1)")
+    mean, seed_half = mean_ci95(values, level)
     example_half = math.sqrt(sum(h * h for h in example_halves) / len(example_halves))
+    if level != 0.95:
+        from scipy import stats
+
+        example_half *= float(stats.norm.ppf((1 + level) / 2) / stats.norm.ppf(0.975))
     half = example_half if len(values) == 1 else math.sqrt(seed_half ** 2 + example_half ** 2)
     return mean, mean - half, mean + half
+
+
+def trials_in_processes_interval(runs: Sequence[Sequence[float]], argument: str = "runs"
+                                 ) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of a timing ratio measured in interleaved trials repeated in several processes, trials
+    nested in processes: the mean of the process means with :func:`seeds_with_examples_interval` (the Student-t
+    half-width over the process means, P - 1 degrees of freedom, combined in quadrature with the root-mean-square of
+    each process's own t half-width over its trials). The process means carry the run-to-run variance; the trials'
+    term keeps two processes that agree by chance from giving a too-narrow interval. One process: its trials' t
+    interval alone. ``argument`` names the caller's argument in the error."""
+    runs = [tuple(float(value) for value in trials) for trials in runs]
+    if not runs or any(len(trials) < 2 for trials in runs):
+        raise ValueError(f"{argument}={runs!r} must hold, for at least one process, at least 2 trials each")
+    means = [sum(trials) / len(trials) for trials in runs]
+    return seeds_with_examples_interval(means, [mean_ci95(trials)[1] for trials in runs])
 
 
 # Test examples, passages, spans and prompts are drawn with this seed, never the study's: every study seed then scores
@@ -269,7 +295,7 @@ def minimum_detectable_effect(half_width: float, *, df: float | None = None, pow
 
         MDE = (q_{(1+level)/2} + q_power) / q_{(1+level)/2} × h
 
-    ≈ (1.960 + 0.842) / 1.960 h = 1.43 h for a normal interval at 80% power (and 1.60 h for a t over 3 seeds:
+    ≈ (1.960 + 0.842) / 1.960 h = 1.43 h for a normal interval at 80% power (and 1.25 h for a t over 3 seeds:
     (4.303 + 1.061) / 4.303 h). Treating h as fixed is the usual approximation (Cohen 1988, §2.5); for a t interval
     whose h varies with the sample's SD, read it at the expected SD (``tests/test_metrics.py`` simulates both)."""
     if isinstance(half_width, bool) or not isinstance(half_width, numbers.Real) or not math.isfinite(half_width) \

@@ -68,8 +68,11 @@ RENAMED = {("04", "F1 difference, r=1, exit@18 - last layer"): "sr.fig5.exit19.r
            ("04", "F1 difference, r=1, exit@18 - last layer (probe)"): "sr.fig5.probe.exit19.r1"}
 
 
-def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -> list:
-    """The old ledger's rows rebuilt under ``declared``; an old row no declaration matches is an error naming it."""
+def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -> tuple[list, list]:
+    """The old ledger's rows rebuilt under ``declared``, and the rows withdrawn: a row whose id is declared but whose
+    declaration now measures another quantity (a new judge, say) keeps no number, since what it measured is not
+    what its claim is now tested by; it is listed as withdrawn until the notebook is recomputed. An old row no
+    declaration matches is an error naming it."""
     from helpers import claims
 
     by_quantity = {(entry.notebook, entry.quantity): entry for entry in declared.values()}
@@ -77,8 +80,13 @@ def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -
     rows_by_notebook: dict[str, dict] = {}
     for row in old_payload["claims"]:
         rows_by_notebook.setdefault(row["notebook"], {})[row.get("quantity") or row["claim"]] = row
-    rebuilt, unmatched = [], []
+    rebuilt, unmatched, withdrawn = [], [], []
     for row in old_payload["claims"]:
+        same_id = declared.get(row.get("id") or "")
+        if same_id is not None and same_id.kind != claims.DEFINITION and same_id.quantity != row.get("quantity"):
+            withdrawn.append({"id": row["id"], "notebook": row["notebook"], "measured_as": row.get("quantity"),
+                              "declared_as": same_id.quantity, "verdict_was": row["verdict"]})
+            continue
         renamed = RENAMED.get((row["notebook"], row.get("quantity", "")))
         entry = (declared.get(renamed) if renamed else None) or by_quantity.get((row["notebook"], row.get("quantity", ""))) \
             or by_where.get((row["notebook"], row["where"]))
@@ -99,7 +107,7 @@ def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -
             holds=row.get("holds"), n_seeds=row.get("n_seeds"), seed_values=tuple(row.get("seed_values") or ())))
     if unmatched:
         raise ValueError("rows no declaration matches (declare them, or keep their quantity):\n  " + "\n  ".join(unmatched))
-    return rebuilt
+    return rebuilt, withdrawn
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,12 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     ledger = claims.ledger_path()
     old_payload = json.loads(ledger.read_text())
-    old_rows = [claims.Claim(**{**row, "verdict": "", "check": ""}) for row in old_payload["claims"]]
-    for old, raw in zip(old_rows, old_payload["claims"]):  # the verdict each old row was committed with
+    rows, withdrawn = redeclare(old_payload, claims.declared_claims())  # one row per kept old row, in its order
+    gone = {entry["id"] for entry in withdrawn}
+    kept = [row for row in old_payload["claims"] if row.get("id") not in gone]
+    old_rows = [claims.Claim(**{**row, "verdict": "", "check": ""}) for row in kept]
+    for old, raw in zip(old_rows, kept):  # the verdict each old row was committed with
         object.__setattr__(old, "verdict", raw["verdict"])
-    rows = redeclare(old_payload, claims.declared_claims())  # one row per old row, in its order
     changes = [{"id": new.id, "from": old.verdict, "to": new.verdict} for old, new in zip(old_rows, rows)
                if old.verdict != new.verdict]
+    changes += [{"id": entry["id"], "from": entry["verdict_was"], "to": "withdrawn"} for entry in withdrawn]
+    for entry in withdrawn:
+        print(f"{entry['id']}: withdrawn (measured as {entry['measured_as']!r}; declared now as "
+              f"{entry['declared_as']!r}): recompute notebook {entry['notebook']}")
     for change in changes:
         print(f"{change['id']}: {change['from']} -> {change['to']}")
     for old, new in zip(old_rows, rows):
@@ -128,9 +142,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     commits = sorted({origin.get("commit") for origin in old_payload["provenance"].values() if origin.get("commit")})
     readme = ROOT / "README.md"
-    text = claims.render_readme(readme.read_text(), rows, claims.read_tables(), readme, changes)
+    code = claims.ledger_code(ledger)  # each notebook's commit and staleness, kept; marked as redeclared
+    for entry in code.values():
+        entry["redeclared"] = "scripts/redeclare_ledger.py"
+    text = claims.render_readme(readme.read_text(), rows, claims.read_tables(), readme, changes, code)
     payload = json.loads(claims._rows_to_json(rows, profile=old_payload["profile"], provenance=old_payload["provenance"],
                                               changes=changes))
+    if isinstance(old_payload.get("code"), dict):
+        payload["code"] = {**old_payload["code"], "notebooks": code}
+    payload["withdrawn"] = [*old_payload.get("withdrawn", []), *withdrawn]
     payload["redeclared"] = {"computed_at": commits, "by": "scripts/redeclare_ledger.py",
                              "note": "measured numbers as computed at these commits; declarations, checks and verdict "
                                      "rule of the current code"}

@@ -142,7 +142,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
         # WORKBOOK_DTYPE changed the profile: the ledger holds the profile's own numbers, so this run is compared
         # with it and not gathered into it
         print(f"\n{profiles.DTYPE_VAR}={profile.dtype}: the ledger holds the {profile.name} profile's own dtype "
-              f"({profiles.get(profile.name).dtype}); this run's trained values against its seed ranges, not gathered:")
+              f"({profiles.get(profile.name).dtype}); this run's trained values against its prediction intervals for a new seed, not gathered:")
         for line in claims.compare_with_ledger(profile.name, finished):
             print("  " + line)
     elif profile.name == claims.LEDGER_PROFILE and finished:

@@ -6,14 +6,20 @@ notebook) whose claims file is there, computed under the profile with that seed,
 study resumes where it stopped. Then each notebook's rows are combined over the seeds (``helpers.claims.combine_seeds``:
 a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
 and gathered into ``claims/ledger_cpu.json`` and the README, marked as a study; a later single-seed ``make reproduce``
-keeps them and prints whether its values fall inside the study's seed range. Ctrl-C stops the study at once (the
+keeps them and prints whether its values fall inside the study's prediction intervals. Ctrl-C stops the study at once (the
 running kernel is shut down), names what finished, combines and gathers nothing, and exits 130; a rerun resumes.
 
-Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2]
+With ``--plan`` the study follows a plan fixed before it starts (``helpers.sequential``): looks after 3, then 5, then
+8 seeds under Pocock's boundary (every look's interval read at 97.8%, overall 5%), the cost of each look stated
+before it runs, and more seeds only for the notebooks that still have a row more seeds could decide; each notebook's
+rows are gathered at the look that stopped it, and say which look that was.
+
+Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2 | --plan [--looks 3 5 8]]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -23,17 +29,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reproduce import INTERRUPTED, ROOT, execute  # noqa: E402  (the one notebook executor)
 
 
-def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
-    """Run ``paths`` once per seed (skipping finished ones), then combine and gather. Returns the exit code."""
-    os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
-    from matplotlib import pyplot as plt
+def _profile():
+    from helpers import profiles
 
-    from helpers import claims, plots, profiles
+    return profiles.get(profiles.parse_profile_name(os.environ.get(profiles.ENV_VAR)))
+
+
+def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute):
+    """Run ``paths`` once per seed under ``WORKBOOK_SEED`` (skipping a (seed, notebook) whose claims are there).
+    Returns ``{(seed, notebook file): error}`` of the failed runs, or None when interrupted (reported)."""
+    os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
+    from helpers import claims, profiles
     from helpers.paths import runs_dir
 
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds={seeds!r} must be one or more distinct seeds")
-    profile = profiles.get(profiles.parse_profile_name(os.environ.get(profiles.ENV_VAR)))
+    profile = _profile()
     failed = {}
     for seed in seeds:
         for path in paths:
@@ -53,42 +64,145 @@ def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execu
                 print(f"\n[study] interrupted during seed {seed} {path.name}: finished "
                       f"{', '.join(finished) or 'none'}; nothing combined or gathered (rerun the study: finished "
                       "seeds are kept)", file=sys.stderr)
-                return INTERRUPTED
+                return None
             finally:
                 del os.environ[profiles.SEED_VAR]
             print(f"[seed {seed}] {path.name}: {time.perf_counter() - start:.1f} s" + (f"  FAILED ({error})" if error else ""),
                   flush=True)
             if error:
                 failed[(seed, path.name)] = error
-    done = [path.name[:2] for path in paths
-            if all(claims.study_seed_is_done(profile.name, seed, path.name[:2]) for seed in seeds)]
-    for notebook in done:
-        rows = claims.record_study(profile.name, seeds, notebook)
+    return failed
+
+
+def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None) -> dict:
+    """Each notebook's study rows (:func:`helpers.claims.record_study`) and its seed-spread figure."""
+    from matplotlib import pyplot as plt
+
+    from helpers import claims, plots
+
+    combined = {}
+    for notebook in notebooks:
+        seeds = seeds_of[notebook]
+        rows = combined[notebook] = claims.record_study(_profile().name, seeds, notebook, plan)
         if any(row.seed_values for row in rows):  # the spread behind each trained row's verdict
             figure = plots.seed_spread_figure(rows, f"notebook {notebook}: each trained row over {len(seeds)} seeds "
                                                     "(dots), its mean and interval (bar), the threshold (dashed)")
             print(f"[study] notebook {notebook}: seed spread in {plots.save_figure(figure, f'{notebook}_seed_spread')}")
             plt.close(figure)
-    if done and profile.name == claims.LEDGER_PROFILE:
-        rows = claims.gather(notebooks=done, study=True)
-        print(f"claims ledger {claims.ledger_path()}: the seed study of notebooks {', '.join(done)} ({len(seeds)} seeds) "
-              f"gathered; {claims.headline(rows)}")
-    if failed:
-        print("failed (rerun the study: finished seeds are kept): "
-              + "; ".join(f"seed {seed} {name}: {error}" for (seed, name), error in failed.items()), file=sys.stderr)
-        return 1
-    return 0
+    return combined
+
+
+def _gather(notebooks: list[str], what: str) -> None:
+    from helpers import claims
+
+    if notebooks and _profile().name == claims.LEDGER_PROFILE:
+        rows = claims.gather(notebooks=notebooks, study=True)
+        print(f"claims ledger {claims.ledger_path()}: {what} gathered; {claims.headline(rows)}")
+
+
+def _report_failed(failed: dict) -> int:
+    if not failed:
+        return 0
+    print("failed (rerun the study: finished seeds are kept): "
+          + "; ".join(f"seed {seed} {name}: {error}" for (seed, name), error in failed.items()), file=sys.stderr)
+    return 1
+
+
+def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
+    """Run ``paths`` once per seed (skipping finished ones), then combine and gather. Returns the exit code."""
+    from helpers import claims
+
+    failed = run_seeds(paths, seeds, timeout, runner)
+    if failed is None:
+        return INTERRUPTED
+    done = [path.name[:2] for path in paths
+            if all(claims.study_seed_is_done(_profile().name, seed, path.name[:2]) for seed in seeds)]
+    _combine(done, {notebook: list(seeds) for notebook in done})
+    _gather(done, f"the seed study of notebooks {', '.join(done)} ({len(seeds)} seeds)")
+    return _report_failed(failed)
+
+
+def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute) -> int:
+    """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: looks after 3, 5 and 8
+    seeds, Pocock's boundary): at each look, run the notebooks still allocated seeds (the cost stated first), combine
+    every notebook at the plan's level, and allocate the next look (:func:`helpers.sequential.allocate`): a notebook
+    continues while one of its trained rows is undecided, not futile and seeds-dominated. Each notebook's rows are
+    gathered at the look that stopped it. Returns the exit code."""
+    from helpers import sequential
+
+    plan = plan or sequential.SequentialPlan()
+    notebooks = [path.name[:2] for path in paths]
+    active, seeds_of, failed, previous = list(notebooks), {}, {}, 0
+    print(f"[plan] {plan.describe()}", flush=True)
+    for look, count in enumerate(plan.looks, start=1):
+        if not active:
+            break
+        cost = sequential.look_cost([n for n in active if n in sequential.CPU_MINUTES_PER_SEED], count - previous)
+        print(f"[plan] look {look}: seeds {previous}..{count - 1} of notebooks {', '.join(active)}; about "
+              f"{cost:.0f} min at the cpu profile on 2 cores", flush=True)
+        look_failed = run_seeds([path for path in paths if path.name[:2] in active], list(range(count)), timeout, runner)
+        if look_failed is None:
+            return INTERRUPTED
+        failed.update(look_failed)
+        if look_failed:
+            break
+        for notebook in active:
+            seeds_of[notebook] = list(range(count))
+        combined = _combine(active, seeds_of, plan)
+        states = {notebook: _undecided_states(rows, plan) for notebook, rows in combined.items()}
+        allocation = sequential.allocate({notebook: list(found.values()) for notebook, found in states.items()})
+        for notebook in active:
+            live = [f"{row_id}: {state.reason}" for row_id, state in states[notebook].items()]
+            print(f"[plan] look {look}, notebook {notebook}: {allocation[notebook]}"
+                  + "".join(f"\n    {line}" for line in live), flush=True)
+        stopped = [notebook for notebook in active if allocation[notebook] != "seeds" or count == plan.looks[-1]]
+        _gather(stopped, f"look {look} ({count} seeds) of notebooks {', '.join(stopped)}")
+        active, previous = [notebook for notebook in active if notebook not in stopped], count
+    return _report_failed(failed)
+
+
+def _undecided_states(rows, plan) -> dict:
+    """The :class:`helpers.sequential.LookState` of each undecided trained row, by id: rows a verdict could still
+    reach with more seeds (a check, no confound or other regime, a working baseline, not already on the contradicting
+    side waiting for its training to be shown stopped, which more seeds cannot fix)."""
+    from scipy import stats
+
+    from helpers import claims, metrics, sequential
+
+    states = {}
+    for row in rows:
+        if not (row.trained and row.verdict == "inconclusive" and row.seed_values and len(row.seed_values) > 1) \
+                or claims.missing_for_verdict(row):
+            continue
+        # the examples' term of the combined interval: half² = seeds' half² + examples' half², both at the plan's level
+        seeds_half = metrics.mean_ci95(list(row.seed_values), plan.level)[1]
+        examples_half = math.sqrt(max(((row.high - row.low) / 2) ** 2 - seeds_half ** 2, 0.0))
+        examples_95 = examples_half * float(stats.norm.ppf(0.975) / stats.norm.ppf((1 + plan.level) / 2))
+        states[row.id or row.where] = sequential.look_state(row.seed_values, [examples_95] * len(row.seed_values),
+                                                            threshold=row.threshold, margin=row.margin, plan=plan)
+    return states
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="+", help="the notebooks to study, e.g. notebooks/02_*.ipynb")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the seeds (default 0 1 2)")
+    parser.add_argument("--plan", action="store_true",
+                        help="the sequential plan: looks after --looks seeds, Pocock's boundary, futility stops")
+    parser.add_argument("--looks", type=int, nargs="+", default=None, help="the plan's looks (default 3 5 8)")
     arguments = parser.parse_args(argv)
     paths = [Path(name).resolve() for name in arguments.notebooks]
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
         parser.error(f"notebooks not found: {missing}")
+    if arguments.plan or arguments.looks:
+        from helpers import sequential
+
+        try:
+            plan = sequential.SequentialPlan(looks=tuple(arguments.looks or sequential.DEFAULT_LOOKS))
+        except ValueError as error:
+            parser.error(f"--looks: {error}")
+        return sequential_study(paths, plan)
     return study(paths, arguments.seeds)
 
 

@@ -80,7 +80,7 @@ def test_a_matches_claim_is_not_reproduced_only_outside_its_margin():
 
 
 def test_a_trained_row_is_not_reproduced_only_once_training_is_shown_to_have_stopped():
-    against = dict(low=2.0, high=5.0, trained=True)
+    against = dict(low=2.0, high=5.0, trained=True, n_seeds=3, seed_values=(3.0, 3.5, 4.0))  # a study's row
     unmeasured = claims.Claim(**{**ROW, **against})
     assert unmeasured.verdict == "inconclusive" and "no held-out curve recorded" in unmeasured.verdict_text
     assert "wholly on the contradicting side, but" in unmeasured.verdict_text
@@ -96,7 +96,7 @@ def test_a_trained_row_is_not_reproduced_only_once_training_is_shown_to_have_sto
 
 def test_the_contradicting_side_names_every_missing_condition():
     row = claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "trained": True, "plateau": _rising()})
-    assert row.missing_for_not_reproduced() == [row.budget_text]
+    assert row.missing_for_not_reproduced() == [row.single_seed_text, row.budget_text]
     regime = claims.Claim(**{**ROW, "low": 2.0, "high": 5.0, "regime": "a GPU ratio measured on a CPU"})
     assert regime.verdict == "inconclusive" and "another regime" in regime.verdict_text
     assert _verdict(regime="a GPU ratio measured on a CPU") == "inconclusive"  # it decides neither way
@@ -538,7 +538,8 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
                   parameters=_params("02", profiles.current()))
     after = claims.gather()  # a single-seed rerun: compared with the study, not written over it
     assert after == rows
-    assert "9 OUTSIDE the study's seed range [2, 4] (3 seeds)" in capsys.readouterr().out
+    assert "9 OUTSIDE the study's 95% prediction interval for a new seed [-1.97, 7.97] (3 seeds)" in \
+        capsys.readouterr().out  # mean 3, s = 1: 3 ± t(0.975; 2) · sqrt(1 + 1/3)
 
 
 def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tmp_path, monkeypatch):
@@ -556,7 +557,7 @@ def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tm
     claims.record([claims.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})], "02", profiles.current(),
                   parameters=_params("02", profiles.current()))
     lines = claims.compare_with_ledger("cpu", ["02"])
-    assert lines[0] == "notebook 02:" and "3.5 inside the study's seed range [2, 4] (3 seeds)" in lines[1]
+    assert lines[0] == "notebook 02:" and "3.5 inside the study's 95% prediction interval" in lines[1]
     assert claims.read_rows(claims.ledger_path()) == study  # compared, not written
     with pytest.raises(claims.ProvenanceError, match="computed under other cpu-profile settings"):
         claims.gather()  # the ledger refuses the bf16 run
@@ -850,3 +851,84 @@ def test_a_gather_that_changes_no_verdict_keeps_the_record_of_the_last_one_that_
     claims.gather()  # the same verdict again: the README still says what the last change was
     assert claims.read_changes() == changed
     assert "1 verdicts changed" in (tmp_path / "README.md").read_text()
+
+
+def test_the_prediction_interval_covers_a_new_seed_95_percent_of_the_time_and_the_seed_range_half():
+    """A fourth seed's value against three seeds' prediction interval, mean ± t·s·sqrt(1 + 1/n): covered in 95% of
+    normal draws; the three seeds' min..max covers it only half the time ((n − 1)/(n + 1) = 1/2)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(4000, 4))
+    inside = [low <= new <= high for *study, new in draws for low, high in [claims.seed_prediction_interval(study)]]
+    in_range = [min(study) <= new <= max(study) for *study, new in draws]
+    assert 0.94 <= np.mean(inside) <= 0.96 and 0.47 <= np.mean(in_range) <= 0.53
+    with pytest.raises(ValueError, match="values=.*at least 2 seeds"):
+        claims.seed_prediction_interval([1.0])
+
+
+def test_a_trained_row_of_one_seed_reaches_no_verdict_and_says_a_study_decides():
+    """One training run's interval covers its test examples, not the seeds: far on either side it reads
+    inconclusive; the same row from three seeds is decided."""
+    far = claims.Claim(**{**TRAINED, "value": 9.0, "low": 8.0, "high": 10.0})
+    assert far.single_seed and far.verdict == "inconclusive" and "make study" in far.verdict_text
+    studied = dataclasses.replace(far, verdict="", n_seeds=3, seed_values=(8.5, 9.0, 9.5))
+    assert not studied.single_seed and studied.verdict == "reproduced"
+
+
+def test_a_number_edited_by_hand_after_the_notebook_wrote_it_is_refused(tmp_path, monkeypatch):
+    """A claims file and a result table are sealed with a digest of their content: one value or one cell edited
+    afterwards is refused by gather, naming the file; a file with no digest (an older workbook's) is refused too."""
+    _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3") + "\n")
+    path = claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    table = claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"],
+                                note=TABLE["note"], profile="cpu", parameters=_params("06"))
+    sealed = {found: found.read_text() for found in (path, table)}
+    claims.gather()  # as written: gathered
+    payload = json.loads(sealed[path])
+    payload["claims"][0]["high"] = -0.5  # a straddling row turned into a decided one
+    path.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError, match=r"notebook 05's claims \(.*05\.json\) were edited after"):
+        claims.gather()
+    del payload["digest"]
+    path.write_text(json.dumps(payload))
+    with pytest.raises(claims.ProvenanceError, match="carry no digest"):
+        claims.gather()
+    path.write_text(sealed[path])
+    table.write_text(sealed[table].replace("35.0 [30.1, 40.2]", "45.0 [40.1, 50.2]"))  # one cell
+    with pytest.raises(claims.ProvenanceError, match="result table table3 .*were edited after notebook 06 wrote them"):
+        claims.gather()
+    assert "45.0" not in (tmp_path / "README.md").read_text()
+
+
+def test_a_ledger_mixes_no_dtypes_and_rests_on_the_adapter_notebook_02_measured(tmp_path, monkeypatch):
+    """Notebooks computed apart are refused together: rows in another weight dtype (the same 'auto' profile on a
+    machine without bf16), rows resting on another MNTP adapter than notebook 02's rows measure, or on the short
+    fallback adapter."""
+    from helpers import models, store, training
+
+    _workbook(tmp_path, monkeypatch)
+    trained = store.fingerprint({"objective": "mntp"})  # the MNTP run notebook 02's rows record
+
+    def recorded(notebook, adapter=None, dtype="bfloat16"):
+        monkeypatch.setattr(models, "weight_dtype_name", lambda profile=None: dtype)
+        monkeypatch.setattr(training, "loaded_mntp_adapters", lambda: {"cpu": adapter} if adapter else {})
+        runs = {"mntp": {"objective": "mntp"}, "mtp": {"objective": "mtp"}} if notebook == "02" else {}
+        return claims.record([claims.Claim(**{**ROW, "notebook": notebook})], notebook=notebook, profile="cpu",
+                             runs=runs, parameters=_params(notebook))
+
+    recorded("02")
+    recorded("05", {"source": "notebook 02", "fingerprint": trained})
+    assert {row.notebook for row in claims.gather()} == {"02", "05"}
+    recorded("05", {"source": "notebook 02", "fingerprint": "cccc"})
+    with pytest.raises(claims.ProvenanceError, match=f"rest on MNTP adapter cccc, but notebook 02's rows measure "
+                                                     f"adapter {trained}"):
+        claims.gather()
+    recorded("05", {"source": "fallback", "fingerprint": "dddd"})
+    with pytest.raises(claims.ProvenanceError, match="short fallback MNTP adapter"):
+        claims.gather()
+    recorded("05", {"source": "notebook 02", "fingerprint": trained}, dtype="float32")
+    with pytest.raises(claims.ProvenanceError, match="computed in float32 and notebook 02's in bfloat16"):
+        claims.gather(notebooks=["05"])
+    recorded("02", dtype="float32")  # both rerun on the float32 machine: gathered together
+    assert {row.notebook for row in claims.gather()} == {"02", "05"}

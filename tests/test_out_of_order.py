@@ -1,7 +1,7 @@
 """One out-of-order rule for every notebook: run notebooks 02-07 cell by cell (smoke profile), edit one setting in
 the parameters cell (the profile's seed, which is the study seed) and rerun it, then rerun only the summary: the
 summary refuses, in one line, to record claims computed under other parameters, and the claims file is left as it
-was. One kernel per notebook; about 30 s to 90 s each on 2 cores."""
+was; a figure that shows an earlier cell's results is refused the same way. One kernel per notebook; about 30 s to 90 s each on 2 cores."""
 from pathlib import Path
 
 import nbformat
@@ -51,9 +51,20 @@ def test_a_summary_rerun_after_the_parameters_cell_changed_is_refused(path, monk
         client.execute_cell(cell, parameters)
         with pytest.raises(CellExecutionError):  # ... and only the summary
             client.execute_cell(notebook.cells[summary], summary)
+        figure = nbformat.v4.new_code_cell(  # a figure of the first cell's results, as the notebook's figures draw them
+            "import matplotlib.pyplot as plt\nfrom helpers import claims as _claims, plots as _plots\n"
+            f"_plots.save_figure(plt.figure(), '{number}_out_of_order', shows=list(_claims._COMPUTED['{number}'])[:1])")
+        with pytest.raises(CellExecutionError):
+            client.execute_cell(figure, len(notebook.cells))
     error, = [output for output in notebook.cells[summary].outputs if output.output_type == "error"]
     assert error.ename == "StaleResultsError"
     line, = error.traceback  # one line, no traceback
-    assert line.startswith(f"claims not recorded: notebook {number}: the results of ") and \
-        "computed under other parameters than the parameters cell now holds" in line, line
+    refused = (f"claims not recorded: notebook {number}: the results of ",  # or, before it, the summary's figure
+               f"figure {number}_")
+    assert line.startswith(refused) and ("computed under other parameters than the parameters cell now holds" in line
+                                         or "were computed under other parameters" in line), line
     assert written.read_text() == before  # nothing recorded
+    shown, = [output for output in figure.outputs if output.output_type == "error"]
+    assert shown.ename == "StaleResultsError"
+    assert shown.traceback[0].startswith(f"figure {number}_out_of_order not saved: notebook {number}: it shows the "
+                                         "results of "), shown.traceback

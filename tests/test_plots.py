@@ -10,6 +10,16 @@ from helpers import claims, profiles
 from helpers.plots import core
 
 
+def _workbook(tmp_path, monkeypatch):
+    """A bare workbook in ``tmp_path`` and a fresh kernel: no notebook's parameters cell has run."""
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setattr(claims, "_PARAMETERS", {})
+    monkeypatch.setattr(claims, "_COMPUTED", {})
+    for marker in ("helpers", "notebooks"):
+        (tmp_path / marker).mkdir()
+    (tmp_path / "pyproject.toml").touch()
+
+
 def _stamps(fig):
     return [text.get_text() for text in fig.texts if text.get_gid() == core.STAMP_ID]
 
@@ -36,13 +46,35 @@ def test_a_figure_is_stamped_with_its_notebooks_parameters_and_the_stamp_changes
     plt.close(fig)
 
 
+def test_a_figure_of_results_computed_under_other_parameters_is_refused_and_names_the_cells_it_shows(tmp_path,
+                                                                                                 monkeypatch):
+    """The parameters cell edited and rerun, a figure that shows an earlier cell's results is refused (one line)
+    until that cell reruns; once it has, the figure is saved and its stamp names the cell."""
+    _workbook(tmp_path, monkeypatch)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    first = claims.parameters("03", profiles.current(), {"steps": 4})
+    first.computed("MAGNET training")
+    assert core.save_figure(fig, "03_heldout", shows=["MAGNET training"]).exists()
+    assert _stamps(fig)[0].endswith(f"parameters {first.fingerprint} · results of MAGNET training")
+    second = claims.parameters("03", profiles.current(), {"steps": 8})  # edited, and only the parameters cell rerun
+    with pytest.raises(claims.StaleResultsError, match="it shows the results of MAGNET training, which were "
+                                                       "computed under other parameters") as refused:
+        core.save_figure(fig, "03_heldout", shows=["MAGNET training"])
+    assert refused.value._render_traceback_()[0].startswith("figure 03_heldout not saved: notebook 03: ")
+    with pytest.raises(claims.StaleResultsError, match="Table 4 has not run in this kernel"):
+        core.show(fig, "03_infilling", shows=["Table 4"])
+    core.save_figure(fig, "03_masks")  # a figure that shows no earlier cell's results is saved
+    second.computed("MAGNET training")
+    core.save_figure(fig, "03_heldout", shows=["MAGNET training"])
+    assert _stamps(fig)[0].endswith(f"parameters {second.fingerprint} · results of MAGNET training")
+    with pytest.raises(ValueError, match="shows='MAGNET training' must be a list"):
+        core.save_figure(fig, "03_heldout", shows="MAGNET training")
+    plt.close(fig)
+
+
 def test_the_claims_file_records_the_fingerprint_the_figures_carry(tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
-    monkeypatch.setattr(claims, "_PARAMETERS", {})
-    monkeypatch.setattr(claims, "_COMPUTED", {})
-    for marker in ("helpers", "notebooks"):
-        (tmp_path / marker).mkdir()
-    (tmp_path / "pyproject.toml").touch()
+    _workbook(tmp_path, monkeypatch)
     made = claims.parameters("05", profiles.current(), {"prompts": 4})
     row = claims.Claim(notebook="05", paper="002", where="Table 6", claim="LTD cuts repetition", paper_value="17.80",
                        ours="12.5", low=-40.0, high=-10.0, method="bootstrap over 32 prompts", n=32, direction=-1)

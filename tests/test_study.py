@@ -76,3 +76,48 @@ def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook, 
     assert study.study([notebook], [0, 1, 2], runner=runner) == 130
     assert calls == [(0, notebook.name), (1, notebook.name)]
     assert not claims.ledger_path().exists() and profiles.study_seed() is None
+
+
+PLANNED = {"02": [5.0 + 0.1 * seed for seed in range(8)],  # far above 0 from the first look
+           "05": [0.2, 1.0, 0.6, 0.9, 0.5, 0.8, 0.7, 0.6]}  # above 0, but three seeds' t interval at 97.8% straddles
+
+
+def _planned_notebook(calls):
+    """Stands for executing notebook 02 or 05: one trained row whose value is PLANNED[notebook][seed], over the same
+    test examples (half-width 0.05), with a check."""
+    def runner(path, out_dir, timeout):
+        seed, notebook = profiles.study_seed(), path.name[:2]
+        calls.append((seed, notebook))
+        value = PLANNED[notebook][seed]
+        row = claims.Claim(notebook=notebook, paper="000", where="Fig. 1", claim="the method helps", paper_value="+",
+                           ours="x", low=value - 0.05, high=value + 0.05, value=value, method="bootstrap", n=50,
+                           trained=True, quantity="gain", direction=1, check="tests/test_study.py::test_x")
+        cfg = profiles.current()
+        claims.record([row], notebook, cfg,
+                      parameters=claims.parameters(notebook, cfg, *claims.notebook_settings(notebook, cfg)))
+        return None
+    return runner
+
+
+def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(workbook, load_script, capsys,
+                                                                               monkeypatch):
+    """Looks after 3, 5 and 8 seeds: notebook 02's row is decided at the first look and gets no more seeds; notebook
+    05's straddles at 3 seeds (t at the plan's 97.8% over 3 seeds is wide) and is decided at 5. Each look states its
+    cost first; each notebook's rows say at which look they were computed, read at the plan's level."""
+    from helpers import sequential
+
+    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
+    study = load_script("study")
+    paths = [workbook / "notebooks" / "02_mntp_vs_mtp.ipynb", workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    calls = []
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls)) == 0
+    assert [seed for seed, notebook in calls if notebook == "02"] == [0, 1, 2]
+    assert [seed for seed, notebook in calls if notebook == "05"] == [0, 1, 2, 3, 4]
+    out = capsys.readouterr().out
+    assert "[plan] look 1: seeds 0..2 of notebooks 02, 05; about 16 min" in out  # 3 × (3.7 + 1.5)
+    assert "[plan] look 2: seeds 3..4 of notebooks 05; about 3 min" in out
+    rows = {row.notebook: row for row in claims.read_rows(claims.ledger_path())}
+    assert rows["02"].n_seeds == 3 and rows["02"].verdict == "reproduced" and "look 1 of 3" in rows["02"].method
+    assert rows["05"].n_seeds == 5 and rows["05"].verdict == "reproduced" and "look 2 of 3" in rows["05"].method
+    assert "97.8%" in rows["05"].method
+    assert claims.provenance_problems() == []  # re-derived from the per-seed files under the recorded plan

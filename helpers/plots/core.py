@@ -30,9 +30,10 @@ matplotlib.rcParams.update({"figure.dpi": 100, "savefig.dpi": 110, "font.size": 
 STAMP_ID = "workbook-run-stamp"  # the gid of the stamp's text artist, so that a figure saved twice has one stamp
 
 
-def figure_stamp(name: str) -> str:
-    """What run a figure ``<NN>_...`` shows: the profile (and a study's seed) and the fingerprint of notebook NN's
-    parameters cell (the ``parameters`` field of its claims file's provenance), or that no parameters cell ran."""
+def figure_stamp(name: str, shows: Sequence[str] = ()) -> str:
+    """What run a figure ``<NN>_...`` shows: the profile (and a study's seed), the fingerprint of notebook NN's
+    parameters cell (the ``parameters`` field of its claims file's provenance; every cell in ``shows`` ran under it),
+    and those cells, or that no parameters cell ran."""
     profile = profiles.current().name
     if profiles.study_seed() is not None:
         profile += f" (study seed {profiles.study_seed()})"
@@ -41,7 +42,8 @@ def figure_stamp(name: str) -> str:
     where = f"notebook {notebook} · " if notebook else ""
     if made is None:
         return f"{where}profile {profile} · parameters not set"
-    return f"{where}profile {profile} · parameters {made.fingerprint}"
+    cells = f" · results of {', '.join(shows)}" if shows else ""
+    return f"{where}profile {profile} · parameters {made.fingerprint}{cells}"
 
 
 def _stamp(fig: plt.Figure, text: str) -> None:
@@ -50,8 +52,12 @@ def _stamp(fig: plt.Figure, text: str) -> None:
     fig.text(0.998, 0.002, text, ha="right", va="bottom", fontsize=6, color="#8c8c8c", gid=STAMP_ID)
 
 
-def save_figure(fig: plt.Figure, name: str) -> Path:
+def save_figure(fig: plt.Figure, name: str, shows: Sequence[str] = ()) -> Path:
     """Save ``fig`` as ``figures/<name>.png`` (repo root, whatever the working directory) and return the path.
+
+    ``shows`` names the notebook's earlier cells whose results the figure draws (the names they gave
+    ``params.computed``): the figure is refused, in one line (:class:`helpers.claims.StaleResultsError`), when one of
+    them ran under other parameters than the parameters cell now holds, and its stamp names them.
 
     The figure is stamped (a small grey line at its foot, and the PNG's ``Description``) with :func:`figure_stamp`,
     so a figure left from earlier parameters says so. The smoke profile writes to ``figures/smoke/`` (git-ignored),
@@ -64,7 +70,9 @@ def save_figure(fig: plt.Figure, name: str) -> Path:
     if profiles.study_seed() is not None:  # a seed study's seed: beside the committed figures, never over them
         folder = folder / "study" / f"seed-{profiles.study_seed()}"
     path = folder / f"{name}.png"
-    stamp = figure_stamp(name)
+    if name[:2].isdigit():
+        claims.check_shown(name[:2], shows, name)
+    stamp = figure_stamp(name, shows)
     _stamp(fig, stamp)
     try:  # atomically: a full disk or a file-size limit leaves the previous figure as it was
         with store.atomic_write(path, "wb") as handle:
@@ -76,12 +84,17 @@ def save_figure(fig: plt.Figure, name: str) -> Path:
     return path
 
 
-def show(fig: plt.Figure, name: str) -> None:
-    """Save ``fig`` under ``name``, display it inline once, and close it.
+def show(fig: plt.Figure, name: str, shows: Sequence[str] = ()) -> None:
+    """Save ``fig`` under ``name`` (``shows``: the earlier cells whose results it draws, :func:`save_figure`),
+    display it inline once, and close it.
 
     Returns None, so a cell ending in ``show(...)`` prints no ``PosixPath`` under the figure.
     """
-    save_figure(fig, name)
+    try:
+        save_figure(fig, name, shows)
+    except claims.StaleResultsError:
+        plt.close(fig)  # a refused figure is not shown either
+        raise
     _display(fig)
 
 

@@ -10,27 +10,31 @@ cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as
   :func:`helpers.masks.block_causal`;
 - :mod:`.ecosystem`: diffusers' ``BlockRefinementScheduler`` (``LLaDA2Pipeline``, and ``DiffusionGemmaPipeline``'s
   uniform-corruption loop) driven by the same model, the library's implementation of :func:`sample`;
+- :mod:`.judge`: the judges against the human continuations (MAUVE for samplers, the bound for models);
 - :mod:`.settings`: the sizes per profile;
 - :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model, the fine-tune (run
   folder keyed by :class:`FineTuneKey`) and the likelihood study;
 - :mod:`.report`: the papers' numbers, the sentences and :func:`claims`;
 - :mod:`.figures`: the masks, the commit maps and their widget, the sampler bars, the steps and the likelihood.
 """
-from . import ecosystem, experiment, figures, mechanism, report, settings
+from . import ecosystem, experiment, figures, judge, mechanism, report, settings
 from .ecosystem import BackendLogits, llada2_generate, pipeline_arguments, uniform_generate
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof, corruption_generations, corruption_rows,
                          FineTuned, FineTuneKey, Generations, LikelihoodStudy, accuracy_difference, anatomy, anatomy_rows,
                          block_mask_identities, cache_matches, cache_speed, fine_tune, fine_tune_heldout_curve, generate,
                          heldout_blocks, heldout_diffusion_batches, heldout_diffusion_loss,
-                         human_continuations, likelihood_study, log_ppl_difference, mask_predict_matches,
+                         human_continuation_bounds, human_continuation_ids, human_continuations, judge_against_humans,
+                         likelihood_study, log_ppl_difference, mask_predict_matches,
                          notebook02_eval_batches, reachability_proof, row_hits, sampler_rows, score, speed_ratios,
                          steps_row, story_prompts)
 from .figures import (anatomy_figure, block_masks_figure, commit_map_figure, likelihood_figure, proof_figure,
                       sampler_view, samplers_figure, steps_figure)
-from .mechanism import (BoundSamples, Sampled, SamplerConfig, Step, causal_nll, diffusion_batch, diffusion_bound,
+from .judge import MauveJudge, mauve_judge, mauve_of_histograms
+from .mechanism import (BoundSamples, Sampled, SamplerConfig, Step, causal_nll, continuation_bound, diffusion_batch,
+                        diffusion_bound,
                         diffusion_loss, mask_predict_config, sample, unmasked_after)
-from .report import (CLAIMS, NAMES, PAPER, claims, describe_blocks, describe_corruption, describe_editing, describe_fine_tune, describe_mask_predict, describe_masks,
+from .report import (CLAIMS, NAMES, PAPER, claims, describe_blocks, describe_corruption, describe_editing, describe_fine_tune, describe_judges, describe_mask_predict, describe_masks,
                      describe_remasking, describe_steps, sampler_table, settings_table)
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings, curve_points
 
@@ -61,7 +65,8 @@ __all__ = ["BLOCK_CAUSAL", "EDITING", "MASK_CORRUPTION", "UNIFORM_CORRUPTION", "
            "describe_mask_predict", "describe_masks", "describe_remasking", "describe_steps", "diffusion_batch",
            "diffusion_bound", "diffusion_loss", "experiment", "figures", "fine_tune", "fine_tune_heldout_curve", "generate", "heldout_blocks",
            "heldout_diffusion_batches", "heldout_diffusion_loss",
-           "human_continuations", "likelihood_figure", "likelihood_study", "log_ppl_difference", "mask_predict_config",
+           "human_continuation_bounds", "human_continuation_ids", "human_continuations", "judge", "judge_against_humans",
+           "MauveJudge", "mauve_judge", "mauve_of_histograms", "continuation_bound", "describe_judges", "likelihood_figure", "likelihood_study", "log_ppl_difference", "mask_predict_config",
            "mask_predict_matches", "mechanism", "notebook02_eval_batches", "proof_figure", "reachability_proof",
            "report", "row_hits", "sample", "sampler_rows", "sampler_table", "sampler_view", "samplers_figure", "score",
            "settings", "settings_table", "speed_ratios", "steps_figure", "steps_row", "story_prompts", "unmasked_after"]

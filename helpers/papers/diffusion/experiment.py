@@ -6,7 +6,10 @@ on the real model, and a short diffusion fine-tune of notebook 02's MNTP adapter
   causal base model, D-4, LR-5, B-1, R-L with bootstrap intervals over prompts).
 - **Block cache** (:func:`cache_speed`): batch-1 time of semi-autoregressive decoding under full attention (every
   step runs all N targets) against block-causal decoding with the exact cache (every step runs one block), taking
-  turns on the same prompts (:func:`helpers.metrics.interleaved_timings`).
+  turns in every timing trial (:func:`helpers.metrics.interleaved_timings`).
+- **Judges against the human continuations** (:func:`judge_against_humans`, :func:`human_continuation_bounds`):
+  MAUVE of each sampler row against the human text that follows each prompt, and, for the two fine-tuned models,
+  the bound each gives that human text (:mod:`.judge`).
 - **Mask proof** (:func:`reachability_proof`): a changed token moves hidden states exactly where the block-causal
   mask's reachability says, layer by layer, on the notebook's own model.
 - **Fine-tune** (:func:`fine_tune`): a LoRA on notebook 02's merged MNTP adapter trained with LLaDA's Eq. 3
@@ -34,6 +37,7 @@ from ... import objectives as O
 from ...masked_lm import MaskedLM, MNTPDecoder
 from ..openltg import experiment as openltg_experiment, experiment_table6 as openltg_table6
 from . import mechanism
+from .judge import MauveJudge, mauve_judge
 from .mechanism import SamplerConfig
 from .settings import FINE_TUNE_HELDOUT_CURVE, DiffusionSettings  # noqa: F401 (the curve's name, re-exported)
 
@@ -133,11 +137,42 @@ def generate(backend: MaskedLM, prompts: Sequence[torch.Tensor], rows: dict[str,
     return out
 
 
+def human_continuation_ids(backend: MaskedLM, examples, settings: DiffusionSettings) -> list[torch.Tensor]:
+    """Each prompt's human continuation (the text that follows it in the corpus) as token ids, cut to the target
+    length N: as long as every generated continuation."""
+    return [torch.tensor(backend.tokenizer(example.continuation, add_special_tokens=False).input_ids[:settings.target_length])
+            for example in examples]
+
+
 def human_continuations(backend: MaskedLM, examples, settings: DiffusionSettings) -> list[str]:
     """The human continuations cut to the target length (notebook 05's ground-truth row)."""
-    ids = [backend.tokenizer(example.continuation, add_special_tokens=False).input_ids[:settings.target_length]
-           for example in examples]
-    return [backend.tokenizer.decode(row, skip_special_tokens=True).strip() for row in ids]
+    return [backend.tokenizer.decode(row, skip_special_tokens=True).strip()
+            for row in human_continuation_ids(backend, examples, settings)]
+
+
+def judge_against_humans(systems: dict[str, list[str]], examples, judge_model, judge_tokenizer,
+                         settings: DiffusionSettings, *, seed: int = 0) -> MauveJudge:
+    """MAUVE of every sampler row against the human continuations of the same prompts (``systems[TRUTH_ROW]``), on
+    the causal judge's features, all rows quantised together (:func:`.judge.mauve_judge`)."""
+    return mauve_judge(systems, [example.prompt for example in examples], judge_model, judge_tokenizer,
+                       reference=TRUTH_ROW, seed=seed)
+
+
+def human_continuation_bounds(backends: dict[str, MaskedLM], prompts: Sequence[torch.Tensor], examples,
+                              settings: DiffusionSettings) -> dict[str, np.ndarray]:
+    """Per corruption row (``backends``: row name -> its fine-tuned model): the bound each model gives the human
+    continuation of every prompt, given the prompt (:func:`.mechanism.continuation_bound`, ``bound_samples`` draws,
+    the same positions for every model), in nats per token, each under its row's own corruption."""
+    continuations = human_continuation_ids(next(iter(backends.values())), examples, settings)
+    configs = corruption_rows(settings)
+    out = {}
+    for name, backend in backends.items():
+        corruption = configs[name].corruption
+        out[name] = np.array([mechanism.continuation_bound(backend, prompt, continuation, samples=settings.bound_samples,
+                                                           seed=settings.seed + index, corruption=corruption,
+                                                           vocab_size=mechanism.noise_vocabulary(backend))
+                              for index, (prompt, continuation) in enumerate(zip(prompts, continuations))])
+    return out
 
 
 def score(systems: dict[str, list[str]], examples, judge, judge_tokenizer, settings: DiffusionSettings, *, seed: int = 0):
@@ -166,8 +201,10 @@ def anatomy(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings
 
 
 def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> dict[str, list[float]]:
-    """Milliseconds per decode at batch 1, per timing seed: semi-AR under full attention (no block cache) and
-    block-causal with the exact cache, same T and blocks, taking turns on every seed (one warm-up first)."""
+    """Milliseconds per decode at batch 1, one timing trial per timing seed: semi-AR under full attention (no block
+    cache) and block-causal with the exact cache, same T and blocks, the two decodes taking turns in every trial
+    (one warm-up first), so a drift of the machine reaches both alike and the trials' spread is its run-to-run
+    variance."""
     semi = settings.llada(block_length=settings.block_length)
     cached = settings.llada(block_length=settings.block_length, attention="block-causal")
     jobs = {SEMI_AR: lambda seed: mechanism.sample(backend, prompt, settings.target_length, semi, seed=seed),
@@ -178,7 +215,7 @@ def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSett
 
 
 def speed_ratios(milliseconds: dict[str, list[float]]) -> list[float]:
-    """Per timing seed: semi-AR time over block-causal time (the block cache's speed-up)."""
+    """Per timing trial: semi-AR time over block-causal time (the block cache's speed-up)."""
     return [slow / fast for slow, fast in zip(milliseconds[SEMI_AR], milliseconds[BLOCK_CAUSAL])]
 
 

@@ -17,7 +17,7 @@ from . import mechanism
 from .experiment import LR_N, LikelihoodStudy, steps_row
 from .mechanism import Sampled, SamplerConfig
 
-__all__ = ["block_masks_figure", "proof_figure", "commit_map_figure", "anatomy_figure", "sampler_view",
+__all__ = ["judges_figure", "block_masks_figure", "proof_figure", "commit_map_figure", "anatomy_figure", "sampler_view",
            "samplers_figure", "steps_figure", "likelihood_figure"]
 
 # masked (or noise, under uniform corruption), committed at this step, committed before, re-masked, edited
@@ -164,6 +164,34 @@ def samplers_figure(scores, names: list[str]) -> plt.Figure:
                                                (f"LR-{LR_N}", f"LR-{LR_N} (%) ↓", False)]):
         _bars(ax, scores, names, metric, label, log)
     fig.tight_layout()
+    return fig
+
+
+def judges_figure(scores, mauve, names: list[str]) -> plt.Figure:
+    """Each sampler row under both judges: the causal judge's perplexity (left, lower reads better, and lower for
+    repeated text too) against MAUVE with the human continuations of the same prompts (right, higher is closer to
+    the human text; MAUVE §3), both with 95% bootstrap intervals over prompts; the marker's colour is the row's D-4."""
+    rows = [name for name in names if name in mauve.labels and name != mauve.reference]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.6), sharey=True)
+    positions = np.arange(len(rows))
+    distinct = np.array([scores.values.loc[name, "D-4"] for name in rows])
+    ppl = np.array([scores.values.loc[name, "PPL"] for name in rows])
+    ppl_err = [ppl - np.array([scores.low.loc[name, "PPL"] for name in rows]),
+               np.array([scores.high.loc[name, "PPL"] for name in rows]) - ppl]
+    found = np.array([mauve.interval(name) for name in rows])
+    for ax, values, errors, label in ((axes[0], ppl, ppl_err, "perplexity under the causal judge ↓"),
+                                      (axes[1], found[:, 0], [found[:, 0] - found[:, 1], found[:, 2] - found[:, 0]],
+                                       "MAUVE against the human continuations ↑")):
+        ax.errorbar(values, positions, xerr=errors, fmt="none", ecolor="grey", capsize=3)
+        points = ax.scatter(values, positions, c=distinct, cmap="viridis", vmin=0, vmax=100, zorder=3)
+        ax.set_title(label, fontsize=9)
+    axes[0].set_xscale("log")
+    axes[0].axvline(scores.values.loc[mauve.reference, "PPL"], color="black", lw=0.8, ls=":", label="human text")
+    axes[0].legend(fontsize=8, loc="lower right")
+    axes[1].set_xlim(0, 1.02)
+    axes[0].set_yticks(positions, rows, fontsize=8)
+    axes[0].invert_yaxis()
+    fig.colorbar(points, ax=axes, label="Distinct-4 (%)", fraction=0.03)
     return fig
 
 

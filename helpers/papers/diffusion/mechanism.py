@@ -402,5 +402,5 @@ def sample(backend: MaskedLM, prompts, length: int, config: SamplerConfig = Samp
 
 
 # The objective and the bound live in their own file (a mechanism file stays near 500 lines); one namespace for both.
-from .mechanism_likelihood import (BoundSamples, causal_nll, diffusion_batch, diffusion_bound,  # noqa: E402
-                                   diffusion_loss)
+from .mechanism_likelihood import (BoundSamples, causal_nll, continuation_bound, diffusion_batch,  # noqa: E402
+                                   diffusion_bound, diffusion_loss)

@@ -145,3 +145,35 @@ def causal_nll(backend: MaskedLM, blocks: torch.Tensor, *, batch_size: int = 8) 
         part = slice(first, first + batch_size)
         sums[part] = _scored(backend, blocks[part], blocks[part], selectable[part], M.causal)[0]
     return sums / selectable.sum(-1)
+
+
+@torch.inference_mode()
+def continuation_bound(backend: MaskedLM, prompt: torch.Tensor, continuation: torch.Tensor, *, samples: int,
+                       seed: int = 0, corruption: str = "mask", vocab_size: int | None = None) -> float:
+    """LLaDA Eq. 6 given the prompt (its conditional form, §2.3 and App. B.6: the prompt is never masked):
+    ``-log p(r | p) ≤ E_l [L/l Σ_{i masked} -log p(r^i | p, r_l)]`` over the L tokens of the continuation ``r``,
+    ``l`` stratified over the ``samples`` draws as in :func:`diffusion_bound`, bidirectional attention. Returns the
+    mean over draws in nats per continuation token.
+
+    ``corruption="uniform"``: the chosen positions hold uniformly random tokens of ``range(vocab_size)`` instead of
+    the mask (drawn after the positions, so both corruptions corrupt the same positions from one seed): the same
+    estimator read on a uniform-corruption model, i.e. its Eq. 3 loss at its own corruption, not a bound on its NLL."""
+    whole_number(samples, "samples", 1, "Monte Carlo samples per continuation")
+    _choice(corruption, "corruption", CORRUPTIONS)
+    if corruption == "uniform":
+        whole_number(vocab_size, "vocab_size", 1, "the model's vocabulary, which uniform noise draws from")
+    prompt, continuation = prompt.reshape(-1).cpu(), continuation.reshape(-1).cpu()
+    length = continuation.numel()
+    if length == 0:
+        raise ValueError("continuation is empty; the bound needs at least one token")
+    generator = torch.Generator().manual_seed(mask_predict.check_seed(seed))
+    v = (torch.arange(samples) + torch.rand(samples, generator=generator)) / samples
+    chosen = torch.ceil(v * length).long().clamp(1, length)
+    ranks = torch.rand(samples, length, generator=generator).argsort(-1).argsort(-1)
+    targets = torch.cat([torch.zeros(samples, prompt.numel(), dtype=torch.bool), ranks < chosen[:, None]], 1)
+    gold = torch.cat([prompt, continuation])[None].expand(samples, -1)
+    fill = torch.full_like(gold, backend.mask_id)
+    if corruption == "uniform":
+        fill = torch.randint(vocab_size, gold.shape, generator=generator)
+    sums, _ = _scored(backend, torch.where(targets, fill, gold), gold, targets, M.bidirectional)
+    return float((sums / chosen).mean())

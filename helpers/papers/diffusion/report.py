@@ -2,6 +2,11 @@
 claims (:func:`claims`, rows of :mod:`helpers.claims`: each verdict is computed from its row, its interval,
 direction, threshold or margin, by the one rule ``claims.verdict_of``).
 
+The sampler findings are judged against the human continuations of the same prompts, by MAUVE (Pillutla et al.
+2021; :mod:`.judge`, :func:`judged_by_humans`): the causal judge's perplexity rewards repetition, so it stands
+beside MAUVE in each row and confounds a row only where MAUVE cannot decide it. The corruption switch compares two
+models, judged by the bound each gives the human continuations.
+
 Sources, checked against the papers' text: LLaDA (arXiv 2502.09992 v2: Eq. 3, Eq. 6, Algorithm 5, App. B.3 Table 6,
 B.4 Table 7, B.6); MDLM (arXiv 2406.07524: §5.1's C4 bounds and Table 4's GLUE average); BD3-LM (arXiv 2503.09573:
 §4.1's sentence on the NELBO's tightness); Fast-dLLM (arXiv 2505.22618: Table 1, §4.1's defaults, Fig. 5). Beyond
@@ -23,6 +28,7 @@ from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, LR_N, MASK_CORRU
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof,
                          LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
                          paired_metric_difference, speed_ratios, steps_row)
+from .judge import MauveJudge
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings
 
 PAPER = {
@@ -51,14 +57,25 @@ def settings_table(settings: DiffusionSettings):
 
 # --------------------------------------------------------------------------- tables and sentences
 
-def sampler_table(scores, forward_passes: dict[str, int]):
-    """Every row of the sampler table: forward passes per decode, judge PPL, D-4 and LR-5, each ``value [low, high]``."""
+def sampler_table(scores, forward_passes: dict[str, int], mauve: MauveJudge | None = None,
+                  bounds: dict[str, np.ndarray] | None = None):
+    """Every row of the sampler table: forward passes per decode, judge PPL, D-4 and LR-5, and the judges against
+    the human continuations where given (``mauve``: MAUVE of the row; ``bounds``: the bound the row's model gives the
+    human continuations, nats per token), each ``value [low, high]`` over prompts."""
     import pandas as pd
 
     rows = {}
     for name in scores.values.index:
         rows[name] = {"forward passes": forward_passes.get(name, "—"),
                       **{metric: scores.cell(name, metric) for metric in ("PPL", "D-4", f"LR-{LR_N}")}}
+        if mauve is not None:
+            rows[name]["MAUVE vs human"] = mauve.cell(name) if name in mauve.labels else "—"
+        if bounds is not None:
+            if name in bounds:
+                value, low, high = metrics.bootstrap_interval(bounds[name].tolist())
+                rows[name]["bound on human text (nats/token)"] = f"{value:.3f} [{low:.3f}, {high:.3f}]"
+            else:
+                rows[name]["bound on human text (nats/token)"] = "—"
     return pd.DataFrame(rows).T
 
 
@@ -99,6 +116,24 @@ def _repetition_confound(scores, first: str, second: str) -> str:
             f"{values.loc[higher, 'D-4']:.1f} ({change:+.1f} [{low:+.1f}, {high:+.1f}]), LR-{LR_N} "
             f"{values.loc[lower, f'LR-{LR_N}']:.1f} vs {values.loc[higher, f'LR-{LR_N}']:.1f}, and the judge's "
             f"perplexity rewards repetition{truth}")
+
+
+def _mauve_versus(mauve: MauveJudge, first: str, second: str) -> str:
+    """``MAUVE a vs b (difference [interval])``: two sampler rows against the human continuations."""
+    value, low, high = mauve.difference(first, second)
+    return (f"MAUVE {mauve.score(first):.3f} vs {mauve.score(second):.3f} ({value:+.3f} [{low:+.3f}, {high:+.3f}], "
+            f"paired over {mauve.n} prompts)")
+
+
+def describe_judges(scores, mauve: MauveJudge, pairs: dict[str, tuple[str, str]]) -> str:
+    """One line per compared pair (``pairs``: label -> (first, second)): both judges side by side, and whether the
+    perplexity is confounded by repetition there (:func:`_repetition_confound`)."""
+    lines = []
+    for label, (first, second) in pairs.items():
+        confound = _repetition_confound(scores, first, second)
+        lines.append(f"{label}: {_mauve_versus(mauve, first, second)}; {_compared(scores, first, second)}"
+                     + (f". Perplexity confounded: {confound}" if confound else ". Perplexity not confounded"))
+    return "\n".join(lines)
 
 
 def describe_remasking(scores) -> str:
@@ -157,10 +192,18 @@ def describe_editing(scores) -> str:
             f"{_compared(scores, EDITING, BLOCK_CAUSAL)}; LLaDA2.1 relies on editing to refine a fast draft.")
 
 
-def describe_corruption(scores) -> str:
+def describe_corruption(scores, bounds: dict[str, np.ndarray] | None = None) -> str:
+    likelihood = ""
+    if bounds is not None:
+        value, low, high = metrics.paired_difference_interval(bounds[UNIFORM_CORRUPTION].tolist(),
+                                                              bounds[MASK_CORRUPTION].tolist())
+        likelihood = (f"; the bound each model gives the human continuation, given the prompt: "
+                      f"{bounds[UNIFORM_CORRUPTION].mean():.3f} vs {bounds[MASK_CORRUPTION].mean():.3f} nats per token "
+                      f"({value:+.3f} [{low:+.3f}, {high:+.3f}])")
     return (f"Uniform against mask corruption (each fine-tuned with its own corruption for the same steps, then decoded "
-            f"block-causally at equal forward passes): {_compared(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)}. "
-            f"The mask model continues notebook 02's mask-trained adapter; the uniform one must unlearn the mask.")
+            f"block-causally at equal forward passes): {_compared(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)}"
+            f"{likelihood}. The mask model continues notebook 02's mask-trained adapter; the uniform one must unlearn "
+            "the mask.")
 
 
 # --------------------------------------------------------------------------- the claims
@@ -177,20 +220,30 @@ SAMPLER_CHECK = f"{ALGORITHM5} {_MECHANISM}::test_mask_predict_is_one_configurat
 CACHE_CHECK = f"{_MECHANISM}::test_block_causal_cache_equals_recomputing_the_whole_sequence"
 OBJECTIVE_CHECK = (f"{_MECHANISM}::test_diffusion_loss_is_llada_eq3_with_the_shift "
                    f"{_MECHANISM}::test_the_bound_is_unbiased_where_it_must_be_exact")
+_JUDGE_TESTS = "tests/papers/diffusion/test_diffusion_judge.py"
+# The judge against human text, on planted cases where the effect must appear, and against the authors' package.
+MAUVE_MATCHES_PACKAGE = f"{_JUDGE_TESTS}::test_mauve_equals_the_authors_package_on_the_same_histograms"
+MAUVE_RANKS = (f"{_JUDGE_TESTS}::test_mauve_ranks_a_repetitive_sampler_below_a_human_like_one "
+               f"{_JUDGE_TESTS}::test_identical_sets_score_one_and_disjoint_sets_near_zero {MAUVE_MATCHES_PACKAGE}")
+MAUVE_EQUIVALENCE = (f"{_JUDGE_TESTS}::test_two_samplers_of_one_distribution_differ_within_the_margin "
+                     f"{_JUDGE_TESTS}::test_mauve_ranks_a_repetitive_sampler_below_a_human_like_one "
+                     f"{MAUVE_MATCHES_PACKAGE}")
+BOUND_CHECK = (f"{_JUDGE_TESTS}::test_the_continuation_bound_is_exact_for_one_token "
+               f"{_JUDGE_TESTS}::test_the_continuation_bound_prefers_the_model_that_knows_the_text")
 _CPU = SETTINGS["cpu"]  # the sizes the committed ledger is measured at: they name the step rows' quantities
 _FEWEST = min(_CPU.step_grid)
-_JUDGE = "judge NLL per token (log PPL)"
-_STORIES = ("continuations of notebook 05's held-out story prompts (the profile's corpus: Jane Austen at cpu) scored "
-            "by the causal judge's perplexity, not GSM8K accuracy")
+_MAUVE = "MAUVE against the human continuations"
+_STORIES = ("continuations of notebook 05's held-out story prompts (the profile's corpus: Jane Austen at cpu) judged "
+            "by MAUVE against the human continuations of the same prompts (features: the causal judge's hidden "
+            "states), the judge's perplexity, D-4 and LR-5 beside it; not GSM8K accuracy")
 _BLOCKS = "held-out blocks of the profile's corpus (Jane Austen at cpu), not C4"
 _TABLE6 = PAPER["llada_table6"]["Base"]
 _FAST = PAPER["fast_dllm_table1"]
 _C4, _GLUE = PAPER["mdlm_c4"], PAPER["mdlm_glue"]
 
 
-def _equivalence_margin_source(margin: float) -> str:
-    return (f"ours: ±{margin:g} nats per token of the judge (about ±{100 * (np.exp(margin) - 1):.0f} % perplexity), "
-            "fixed before the run")
+def _mauve_margin_source(margin: float) -> str:
+    return f"ours: ±{margin:g} MAUVE (a tenth of its 0..1 range), fixed before the run"
 
 
 _ON_ADAPTER = dict(trained=True, curve=training.MNTP_HELDOUT_CURVE)  # rows resting on notebook 02's adapter alone
@@ -225,24 +278,25 @@ CLAIMS = ledger.declare(
         "diffusion.llada.table6.low_confidence_vs_random", "07", "LLaDA", "App. B.3, Table 6",
         says="low-confidence remasking beats random remasking at equal forward passes (one block)",
         paper_value=f"GSM8K {_TABLE6['low-confidence']} vs {_TABLE6['random']} (8B Base)",
-        quantity=f"{_JUDGE}: low-confidence - random", direction=-1,
+        quantity=f"{_MAUVE}: low-confidence - random", direction=1,
         check=f"{SAMPLER_CHECK} {_MECHANISM}::test_low_confidence_commits_the_highest_scores_among_the_masked_positions "
-              f"{_MECHANISM}::test_random_remasking_ignores_the_logits",
+              f"{_MECHANISM}::test_random_remasking_ignores_the_logits {MAUVE_RANKS}",
         figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     ledger.Declared(
         "diffusion.llada.fig5.fewer_steps_worse", "07", "LLaDA", "App. B.6, Fig. 5; Table 7",
         says="fewer steps give worse text (low-confidence remasking)",
         paper_value="accuracy rises as the steps grow to the answer length (GSM8K, HumanEval)",
-        quantity=f"{_JUDGE}: T={_FEWEST} - T={_CPU.steps}", direction=1,
-        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_schedules_end_unmasked_and_follow_their_definitions",
+        quantity=f"{_MAUVE}: T={_FEWEST} - T={_CPU.steps}", direction=-1,
+        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_schedules_end_unmasked_and_follow_their_definitions {MAUVE_RANKS}",
         figure="figures/07_steps.png", dataset=_STORIES, **_ON_ADAPTER),
     ledger.Declared(
         "diffusion.llada.table6.semi_ar_vs_one_block", "07", "LLaDA", "App. B.3, Table 6",
         says="for a base model (no SFT), semi-autoregressive blocks make little difference against one block",
         paper_value=f"GSM8K {_TABLE6['low-confidence + semi-AR']} vs {_TABLE6['low-confidence']} (8B Base)",
-        quantity=f"{_JUDGE}: semi-AR - one block", margin=_CPU.equivalence_margin,
-        margin_source=_equivalence_margin_source(_CPU.equivalence_margin),
-        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_semi_autoregressive_blocks_finish_before_the_next_one_starts",
+        quantity=f"{_MAUVE}: semi-AR - one block", margin=_CPU.mauve_margin,
+        margin_source=_mauve_margin_source(_CPU.mauve_margin),
+        check=f"{SAMPLER_CHECK} {_MECHANISM}::test_semi_autoregressive_blocks_finish_before_the_next_one_starts "
+              f"{MAUVE_EQUIVALENCE}",
         figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     ledger.Declared(
         "diffusion.fast_dllm.table1.cache_speedup", "07", "Fast-dLLM", "Table 1 (+Cache); BD3-LM §3",
@@ -257,15 +311,15 @@ CLAIMS = ledger.declare(
         says="the block cache costs little quality (block-causal with the exact cache against semi-AR blocks under "
              "full attention)",
         paper_value=f"GSM8K {_FAST['LLaDA'][0]} → {_FAST['+Cache'][0]} (LLaDA-Instruct, length 256)",
-        quantity=f"{_JUDGE}: block-causal - semi-AR", margin=_CPU.equivalence_margin,
-        margin_source=_equivalence_margin_source(_CPU.equivalence_margin), check=f"{ALGORITHM5} {CACHE_CHECK}",
+        quantity=f"{_MAUVE}: block-causal - semi-AR", margin=_CPU.mauve_margin,
+        margin_source=_mauve_margin_source(_CPU.mauve_margin), check=f"{ALGORITHM5} {CACHE_CHECK} {MAUVE_EQUIVALENCE}",
         figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     ledger.Declared(
         "diffusion.llada.mask_predict_vs_low_confidence", "07", "LLaDA", "§2.4 against OpenLTG §3.1",
         says="notebook 05's mask-predict + LTD against LLaDA low-confidence at the same forward passes (neither paper "
              "compares them)",
-        paper_value="not compared", quantity=f"{_JUDGE}: mask-predict + LTD - low-confidence", kind=ledger.MEASUREMENT,
-        direction=0, check=SAMPLER_CHECK, figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+        paper_value="not compared", quantity=f"{_MAUVE}: mask-predict + LTD - low-confidence", kind=ledger.MEASUREMENT,
+        direction=0, check=f"{SAMPLER_CHECK} {MAUVE_RANKS}", figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     # --- two switches of 2026 systems (LLaDA2.1's editing, DiffusionGemma's corruption), diffusers' definitions
     ledger.Declared(
         "diffusion.llada2.editing_vs_none", "07", "LLaDA", "LLaDA2.1 (arXiv 2602.08676): Token-to-Token editing",
@@ -273,8 +327,8 @@ CLAIMS = ledger.declare(
              "(LLaDA2.1's T2T editing, BlockRefinementScheduler's editing_threshold) refines the output, at equal "
              "forward passes (block-causal blocks, LLaDA's schedule)",
         paper_value="editing refines the draft (abstract; no number for the switch alone there)",
-        quantity=f"{_JUDGE}: editing - no editing", direction=-1,
-        check=f"{DIFFUSERS_CHECK} {_ECOSYSTEM}::test_editing_rewrites_exactly_the_confident_disagreements",
+        quantity=f"{_MAUVE}: editing - no editing", direction=1,
+        check=f"{DIFFUSERS_CHECK} {_ECOSYSTEM}::test_editing_rewrites_exactly_the_confident_disagreements {MAUVE_RANKS}",
         figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     # --- the diffusion fine-tune of notebook 02's adapter
     ledger.Declared(
@@ -323,10 +377,13 @@ CLAIMS = ledger.declare(
         says="corrupting with uniformly random tokens instead of the mask token, in the fine-tune and the sampler, "
              "against mask corruption at the same fine-tune budget and forward passes (no paper compares the two "
              "in the sources read)",
-        paper_value="not compared", quantity=f"{_JUDGE}: uniform - mask corruption", kind=ledger.MEASUREMENT,
-        direction=0,
-        check=f"{UNIFORM_CHECK} {_ECOSYSTEM}::test_uniform_corruption_replaces_the_mask_at_the_same_positions",
-        dataset=_STORIES, **_ON_FINE_TUNE),
+        paper_value="not compared",
+        quantity="bound each model gives the human continuation, given the prompt (LLaDA Eq. 6, nats per token): "
+                 "uniform - mask corruption", kind=ledger.MEASUREMENT, direction=0,
+        check=f"{UNIFORM_CHECK} {_ECOSYSTEM}::test_uniform_corruption_replaces_the_mask_at_the_same_positions "
+              f"{BOUND_CHECK}",
+        dataset="the human continuations of notebook 05's held-out story prompts (Jane Austen at cpu), each model "
+                "under its own corruption; the judge's perplexity of the generations beside it", **_ON_FINE_TUNE),
 )
 
 
@@ -351,20 +408,41 @@ def definition_claims(identities: dict[str, bool], proof: BlockProof, cache_exac
     ]
 
 
-def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], device: str,
+def judged_by_humans(declared: ledger.Declared, scores, mauve: MauveJudge, first: str, second: str, *, note: str = "",
+                     plateau=None) -> ledger.Claim:
+    """A sampler comparison judged against the human continuations: ``MAUVE(first) - MAUVE(second)`` with its paired
+    bootstrap over prompts, the judge's perplexity, D-4 and LR-5 beside it in ``ours``.
+
+    The confound rule: the causal judge's perplexity rewards repetition (:func:`_repetition_confound`), so it never
+    decides these rows; MAUVE does. The row carries the perplexity's confound (and is inconclusive for it) only
+    where MAUVE cannot decide the row either: then neither judge can."""
+    value, low, high = mauve.difference(first, second)
+    ppl, ppl_low, ppl_high = log_ppl_difference(scores, first, second)
+    ours = (f"{_mauve_versus(mauve, first, second)}; {_versus(scores, first, second)} "
+            f"({ppl:+.3f} [{ppl_low:+.3f}, {ppl_high:+.3f}] nats per token), D-4 "
+            f"{scores.values.loc[first, 'D-4']:.1f} vs {scores.values.loc[second, 'D-4']:.1f}")
+    method = f"paired bootstrap over {mauve.n} prompts (buckets fixed)"
+    row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau)
+    confound = _repetition_confound(scores, first, second)
+    if confound and not ledger.interval_decides(row):
+        row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
+                                confound=f"perplexity cannot stand in for MAUVE, which does not decide the row: "
+                                         f"{confound}")
+    return row
+
+
+def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], device: str, mauve: MauveJudge,
                    mntp_curve=None) -> list[ledger.Claim]:
     """LLaDA Table 6 (remasking rule), App. B.6 (steps), App. B.3 (semi-AR for a base model), Fast-dLLM Table 1 (the
     cache's speed and quality), and notebook 05's sampler against LLaDA's (a measurement: no paper compares them).
-    ``mntp_curve``: notebook 02's held-out MNTP curve (``training.mntp_heldout_curve``), which these rows rest on."""
-    n = scores.n
-    method = f"paired bootstrap over {n} prompts"
+    Every comparison of two samplers is judged by MAUVE against the human continuations (``mauve``:
+    :func:`.experiment.judge_against_humans`; :func:`judged_by_humans`). ``mntp_curve``: notebook 02's held-out MNTP
+    curve (``training.mntp_heldout_curve``), which these rows rest on."""
     fewest = min(settings.step_grid)
     plateau = _held_out(training.MNTP_HELDOUT_CURVE, mntp_curve)
 
     def compared(claim_id: str, first: str, second: str, note: str = "") -> ledger.Claim:
-        value, low, high = log_ppl_difference(scores, first, second)
-        return CLAIMS[claim_id].measured(value, low, high, method, n, ours=_versus(scores, first, second), note=note,
-                                         plateau=plateau, confound=_repetition_confound(scores, first, second))
+        return judged_by_humans(CLAIMS[claim_id], scores, mauve, first, second, note=note, plateau=plateau)
 
     speed, low, high = metrics.seed_interval(ratios)
     low, high = (speed, speed) if low is None else (low, high)
@@ -375,19 +453,15 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
         compared("diffusion.llada.table6.semi_ar_vs_one_block", SEMI_AR, LOW_CONFIDENCE,
                  f"B = {settings.block_length}, T = {settings.steps}"),
         CLAIMS["diffusion.fast_dllm.table1.cache_speedup"].measured(
-            speed, low, high, f"t over {len(ratios)} timing seeds", len(ratios), ours=f"{speed:.2f}× on {device}",
+            speed, low, high, f"t over {len(ratios)} interleaved timing trials", len(ratios),
+            ours=f"{speed:.2f}× on {device}",
             note=f"N = {settings.target_length}, B = {settings.block_length}, T = {settings.steps}",
             n_seeds=len(ratios), seed_values=tuple(ratios)),
         compared("diffusion.fast_dllm.table1.cache_quality", BLOCK_CAUSAL, SEMI_AR,
                  f"B = {settings.block_length}, T = {settings.steps}"),
     ]
-    value, m_low, m_high = log_ppl_difference(scores, MASK_PREDICT, LOW_CONFIDENCE)
-    confound = _repetition_confound(scores, MASK_PREDICT, LOW_CONFIDENCE)
-    mixed = f"; note: {confound}" if confound else ""
-    rows.append(CLAIMS["diffusion.llada.mask_predict_vs_low_confidence"].measured(
-        value, m_low, m_high, method, n, ours=f"{value:+.3f} nats per token; "
-                                              f"{_versus(scores, MASK_PREDICT, LOW_CONFIDENCE)}{mixed}",
-        note=f"{settings.steps} forward passes each", plateau=plateau))
+    rows.append(compared("diffusion.llada.mask_predict_vs_low_confidence", MASK_PREDICT, LOW_CONFIDENCE,
+                         f"{settings.steps} forward passes each"))
     rows.append(compared("diffusion.llada2.editing_vs_none", EDITING, BLOCK_CAUSAL,
                          f"τ_edit = {settings.editing_threshold:g}, B = {settings.block_length}, T = {settings.steps} each"))
     return rows
@@ -431,27 +505,34 @@ def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, s
     return rows
 
 
-def corruption_claim(scores, settings: DiffusionSettings, fine_tune_curve=None) -> ledger.Claim:
-    """Uniform against mask corruption (a measurement), each row on the fine-tune of its corruption."""
-    value, low, high = log_ppl_difference(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)
+def corruption_claim(scores, bounds: dict[str, np.ndarray], settings: DiffusionSettings,
+                     fine_tune_curve=None) -> ledger.Claim:
+    """Uniform against mask corruption (a measurement), each row on the fine-tune of its corruption, judged by the
+    bound each model gives the human continuations (``bounds``: :func:`.experiment.human_continuation_bounds`), with
+    a paired bootstrap over prompts; the generations' perplexity beside it."""
+    value, low, high = metrics.paired_difference_interval(bounds[UNIFORM_CORRUPTION].tolist(),
+                                                          bounds[MASK_CORRUPTION].tolist())
     confound = _repetition_confound(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)
     return CLAIMS["diffusion.diffusiongemma.uniform_vs_mask_corruption"].measured(
-        value, low, high, f"paired bootstrap over {scores.n} prompts", scores.n,
-        ours=f"{value:+.3f} nats per token; {_versus(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)}"
-             f"{f'; note: {confound}' if confound else ''}",
+        value, low, high, f"paired bootstrap over {len(bounds[MASK_CORRUPTION])} prompts",
+        len(bounds[MASK_CORRUPTION]),
+        ours=f"{value:+.3f} nats per token on the human text; generations: "
+             f"{_versus(scores, UNIFORM_CORRUPTION, MASK_CORRUPTION)}{f'; note: {confound}' if confound else ''}",
         note=f"{settings.fine_tune_steps} fine-tune steps each; B = {settings.block_length}, T = {settings.steps}",
         plateau=_held_out(FINE_TUNE_HELDOUT_CURVE, fine_tune_curve))
 
 
 def claims(*, identities: dict[str, bool], proof: BlockProof, cache_exact: bool, mask_predict_equal: bool, scores,
-           settings: DiffusionSettings, speed: dict, device: str, study: LikelihoodStudy, accuracy: dict,
-           names: tuple[str, str], mntp_curve, fine_tune_curve, corruption_scores) -> list[ledger.Claim]:
-    """Notebook 07's ledger rows: three definition checks, the sampler findings (token editing among them), the
-    fine-tune's and the corruption switch's (``corruption_scores``: :func:`.experiment.score` of the two
-    :func:`.experiment.corruption_rows` and the human row). ``mntp_curve``
+           mauve: MauveJudge, settings: DiffusionSettings, speed: dict, device: str, study: LikelihoodStudy,
+           accuracy: dict, names: tuple[str, str], mntp_curve, fine_tune_curve, corruption_scores,
+           corruption_bounds: dict[str, np.ndarray]) -> list[ledger.Claim]:
+    """Notebook 07's ledger rows: three definition checks, the sampler findings (token editing among them; judged by
+    ``mauve``, :func:`.experiment.judge_against_humans`), the fine-tune's and the corruption switch's
+    (``corruption_scores``: :func:`.experiment.score` of the two :func:`.experiment.corruption_rows` and the human
+    row; ``corruption_bounds``: :func:`.experiment.human_continuation_bounds`). ``mntp_curve``
     is notebook 02's held-out MNTP curve (``training.mntp_heldout_curve(cfg)``, None when it logged none) and
     ``fine_tune_curve`` the fine-tune's (``FineTuned.heldout_curve``): the trained rows' budget checks."""
     return [*definition_claims(identities, proof, cache_exact, mask_predict_equal),
-            *sampler_claims(scores, settings, speed_ratios(speed), device, mntp_curve),
+            *sampler_claims(scores, settings, speed_ratios(speed), device, mauve, mntp_curve),
             *fine_tune_claims(study, accuracy, names, settings, mntp_curve, fine_tune_curve),
-            corruption_claim(corruption_scores, settings, fine_tune_curve)]
+            corruption_claim(corruption_scores, corruption_bounds, settings, fine_tune_curve)]

@@ -12,7 +12,7 @@
 from . import experiment, experiment_data, experiment_training, figures, mechanism, report, settings
 from .experiment import (FEATURE_METHODS, LATENCY_LABELS, LENGTH_GROUPS, METHOD_LABELS, METHODS, PAPER_SIZED,
                          ClosedVocabularyMLM, Completer, LabelPrior, accuracy_intervals, build_completer,
-                         evaluate_methods, group_rows, latency_ratio, measure_latency, paired_difference,
+                         evaluate_methods, group_rows, latency_method, latency_ratio, measure_latency, paired_difference,
                          paper_sized_emat, score_ranking, training_label_share)
 from .experiment_data import (MASK_MARKER, MTC_SPLITS, UNSEEN, EncodedSplit, MaskedExample, MTCDataset, build_dataset,
                               build_vocabulary, cached_features, choose_unseen_phrases, clean_sentence,
@@ -52,7 +52,7 @@ __all__ = [
     # evaluation
     "FEATURE_METHODS", "LATENCY_LABELS", "LENGTH_GROUPS", "METHOD_LABELS", "METHODS", "PAPER_SIZED",
     "ClosedVocabularyMLM", "Completer", "LabelPrior", "accuracy_intervals", "build_completer", "evaluate_methods",
-    "group_rows", "latency_ratio", "measure_latency", "paired_difference", "paper_sized_emat", "score_ranking",
+    "group_rows", "latency_method", "latency_ratio", "measure_latency", "paired_difference", "paper_sized_emat", "score_ranking",
     "training_label_share",
     # report
     "claims",

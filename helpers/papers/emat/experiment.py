@@ -273,37 +273,88 @@ def paper_sized_emat(mlm: MaskedLM, rows: int, *, seed: int = 0) -> ExtendedMatr
 
 
 def measure_latency(completer: Completer, sentences: Sequence[str], methods: Sequence[str] | None = None, k: int = 10,
-                    rounds: int = 2, progress: bool = True, paper_sized: ExtendedMatrixDecoder | None = None) -> dict:
+                    trials: int = 10, processes: int = 1, progress: bool = True,
+                    paper_sized: ExtendedMatrixDecoder | None = None) -> dict:
     """Milliseconds to complete one sentence (batch 1, masked-LM forward included) with the trained heads.
 
-    The jobs take turns on every sentence (:func:`helpers.metrics.interleaved_timings`, the fastest of ``rounds``
-    repeats after a warm-up), so load on the machine hits them alike. ``"forward"`` is the bare masked-LM
-    forward; ``"mlm"`` the single-token path (forward, output matrix, top-k); with ``paper_sized``
-    (:func:`paper_sized_emat`), :data:`PAPER_SIZED` is EMAT's path through that matrix. Returns the median per job,
-    and under ``"samples"`` the per-sentence times, for intervals on the ratios (:func:`latency_ratio`).
-    The paper times a T4 GPU (Table 3, Inf-time).
+    One trial is a pass over ``sentences`` in which the jobs take turns on every sentence
+    (:func:`helpers.metrics.interleaved_timings`, after one warm-up each), so load on the machine hits them alike;
+    each sentence counts with the fastest of its ``trials`` (interference only ever adds time). ``processes`` = 1
+    times in this process; more repeat the same trials in that many fresh processes, one after another
+    (:func:`helpers.workers.run_jobs`, the completer sent to each), so the ratios' intervals cover run-to-run variance
+    (:func:`latency_ratio`). ``"forward"`` is the bare masked-LM forward; ``"mlm"`` the single-token path (forward,
+    output matrix, top-k); with ``paper_sized`` (:func:`paper_sized_emat`), :data:`PAPER_SIZED` is EMAT's path
+    through that matrix. Returns per job the median over sentences of the process mean, under ``"samples"`` those
+    per-sentence process means, and under ``"runs"`` each process's per-sentence times. The paper times a T4 GPU
+    (Table 3, Inf-time).
     """
+    from ... import workers
+
     if not sentences:
         raise ValueError("sentences is empty; nothing to time")
+    trials = whole_number(trials, "trials", 1, "interleaved passes over the sentences per process")
+    processes = whole_number(processes, "processes", 1, "processes the timing trials repeat in")
     methods = [m for m in (methods or LATENCY_METHODS) if m in completer.methods]
+    job = (completer, list(sentences), methods, k, trials, paper_sized)
+    if processes == 1:
+        runs = [_timed_sentences(*job, progress=progress)]
+    else:
+        runs = [workers.run_jobs(_timed_sentences_job, [job], 1)[0] for _ in range(processes)]
+    samples = {name: [statistics.fmean(values) for values in zip(*(run[name] for run in runs))] for name in runs[0]}
+    extra = {PAPER_SIZED_ROWS: len(paper_sized.phrases)} if paper_sized is not None else {}
+    return {**{name: float(statistics.median(values)) for name, values in samples.items()}, "samples": samples,
+            "runs": {name: [run[name] for run in runs] for name in runs[0]}, "trials": trials, **extra}
+
+
+def _timed_sentences(completer: Completer, sentences: list[str], methods: list[str], k: int, trials: int,
+                     paper_sized: ExtendedMatrixDecoder | None, progress: bool = False) -> dict:
+    """Per job, each sentence's fastest of ``trials`` interleaved passes (ms). Runs in whichever process calls it."""
     jobs = {"forward": lambda s: completer.mlm.features([s])}
     jobs.update({method: (lambda s, m=method: completer.complete([s], m, k)) for method in methods})
     if paper_sized is not None:
         jobs[PAPER_SIZED] = lambda s: paper_sized.complete(completer.mlm.features([s])[0], k)
     synchronize = torch.cuda.synchronize if completer.mlm.device.type == "cuda" else None
-    samples = {name: [] for name in jobs}
-    for sentence in tqdm(list(sentences), desc="latency", disable=not progress):
-        timed = metrics.interleaved_timings(jobs, [sentence], rounds=rounds, synchronize=synchronize)
-        for name, value in timed.items():
-            samples[name].append(value)
-    extra = {PAPER_SIZED_ROWS: len(paper_sized.phrases)} if paper_sized is not None else {}
-    return {**{name: float(statistics.median(values)) for name, values in samples.items()}, "samples": samples, **extra}
+    with torch.no_grad():
+        return metrics.interleaved_timings(jobs, sentences, rounds=trials, best=True, synchronize=synchronize,
+                                           progress=progress, per_input=True)
+
+
+def _timed_sentences_job(job: tuple) -> dict:
+    """:func:`_timed_sentences` for a fresh worker process (one picklable tuple of its arguments)."""
+    return _timed_sentences(*job)
 
 
 def latency_ratio(latency: dict, numerator: str, denominator: str, resamples: int = 1000) -> tuple[float, float, float, int]:
-    """Median time of ``numerator`` over median time of ``denominator`` and its 95% bootstrap interval over sentences."""
-    pairs = list(zip(latency["samples"][numerator], latency["samples"][denominator]))
-    value, low, high = metrics.bootstrap_interval(
-        pairs, lambda sample: statistics.median(a for a, _ in sample) / statistics.median(b for _, b in sample),
-        resamples=resamples)
-    return value, low, high, len(pairs)
+    """Median time of ``numerator`` over median time of ``denominator`` (over the sentences), its 95% interval, and
+    the number of sentences. With one process (or a ``latency`` without ``"runs"``): the percentile bootstrap over
+    sentences. With several, sentences and trials nested in processes: each process's ratio with its own
+    sentence-bootstrap half-width, combined by :func:`helpers.metrics.seeds_with_examples_interval` (the Student-t
+    half-width over the process ratios, P - 1 degrees of freedom, in quadrature with the root-mean-square of the
+    sentence half-widths: every process times the same sentences, so their sampling error is common to all
+    processes and invisible in the processes' spread)."""
+    def ratio(pairs):
+        return metrics.bootstrap_interval(
+            pairs, lambda sample: statistics.median(a for a, _ in sample) / statistics.median(b for _, b in sample),
+            resamples=resamples)
+
+    runs = latency.get("runs")
+    if not runs or len(runs[numerator]) == 1:
+        pairs = list(zip(latency["samples"][numerator], latency["samples"][denominator]))
+        value, low, high = ratio(pairs)
+        return value, low, high, len(pairs)
+    per_process = [ratio(list(zip(first, second))) for first, second in zip(runs[numerator], runs[denominator])]
+    value, low, high = metrics.seeds_with_examples_interval([value for value, _, _ in per_process],
+                                                           [(high - low) / 2 for _, low, high in per_process])
+    return value, low, high, len(runs[numerator][0])
+
+
+def latency_method(latency: dict) -> str:
+    """How :func:`latency_ratio`'s interval is computed for ``latency``, in words."""
+    runs = latency.get("runs")
+    processes = len(next(iter(runs.values()))) if runs else 1
+    trials = latency.get("trials")
+    design = f"{trials} interleaved trials × {processes} processes" if trials else f"{processes} processes"
+    if processes == 1:
+        return f"{design}: bootstrap over sentences (ratio of medians)"
+    return (f"{design}: t over process ratios (ratio of medians), sentence bootstrap within each process added "
+            "(trials and sentences nested in processes)")

@@ -8,7 +8,7 @@ from typing import Sequence
 from ... import metrics
 from ...claims import MEASUREMENT, REFERENCE, Claim, Declared, curve, declare
 from .experiment import (COVERAGE_TOKENS, LENGTH_GROUPS, METHOD_LABELS, METHODS, PAPER_SIZED, PAPER_SIZED_ROWS,
-                         latency_ratio,
+                         latency_method, latency_ratio,
                          paired_difference, training_label_share)
 from .experiment_data import UNSEEN
 from .mechanism import KS
@@ -570,11 +570,11 @@ def _new_rows_claim(results: dict, curves: dict) -> Claim | None:
 
 def _latency_claims(manifest: dict, latency: dict[str, float]) -> list[Claim]:
     """Table 3's Inf-time ordering, and "EMAT adds only a matrix product" measured at the paper's matrix size (a
-    ~93K-row extension, :func:`.experiment.paper_sized_emat`), as ratios of medians with bootstrap intervals over the
-    timed sentences. The paper reports EMAT's own 15 ms on a T4, never a bare forward: :data:`LATENCY_BAR` is ours.
+    ~93K-row extension, :func:`.experiment.paper_sized_emat`), as ratios of medians with intervals over the timed
+    sentences and the timing processes (:func:`.experiment.latency_ratio`). The paper reports EMAT's own 15 ms on a T4, never a bare forward: :data:`LATENCY_BAR` is ours.
     Every ratio depends on the hardware (:data:`REGIME`)."""
     value, low, high, count = latency_ratio(latency, "gru", "emat")
-    method = "bootstrap over sentences (ratio of medians)"
+    method = latency_method(latency)
     rows = [CLAIMS["emat.table3.inf_time.gru_over_emat"].measured(
         value, low, high, method, count, ours=f"{value:.2f}x (trained heads, batch 1, {manifest['vocabulary']} phrases)")]
     rows_of_matrix = latency[PAPER_SIZED_ROWS]

@@ -70,8 +70,17 @@ class MTCSettings:
     naive_second_tokens: int | None = None
     eval_examples: int | None = None  # cap on the test and unseen sentences scored; None: all
     masked_lm: str | None = None  # a Hub encoder MLM (the paper: bert-base-cased); None: the profile's MNTP decoder
+    # Table 3's Inf-time: latency_trials interleaved passes over latency_sentences test sentences (the methods take
+    # turns on each sentence) in each of latency_processes processes; the ratios' intervals nest them in the processes.
     latency_sentences: int = 20
+    latency_trials: int = 10
+    latency_processes: int = 2
     ks: tuple[int, ...] = KS
+
+    def __post_init__(self):
+        whole_number(self.latency_sentences, "latency_sentences", 1, "test sentences timed")
+        whole_number(self.latency_trials, "latency_trials", 1, "interleaved passes over the sentences per process")
+        whole_number(self.latency_processes, "latency_processes", 1, "processes the timing trials repeat in")
 
     def for_seed(self, seed: int) -> "MTCSettings":
         """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
@@ -125,7 +134,7 @@ SETTINGS = {
                          training=HeadTraining(batch_size=32, emat_epochs=1, gru_epochs=1, length_epochs=1,
                                                gru_pretrain_steps=2, gru_pretrain_tokens=8),
                          context_tokens=12, feature_batch_size=16, beam_size=3, naive_first_tokens=3, eval_examples=8,
-                         latency_sentences=1),
+                         latency_sentences=2, latency_trials=2, latency_processes=1),
     # SmolLM2-135M + the notebook-02 MNTP adapter on half of Austen: k = 10 with <= 20 sentences per phrase leaves
     # ~980 phrases and ~6.4K masked sentences (one per sentence); every method is scored on the same first 160 test
     # and unseen sentences. The GRU trains 5 epochs (its dev loss is lowest at epoch 3-4 and its dev a@1 flat after
@@ -133,18 +142,20 @@ SETTINGS = {
     # after 20 of the paper profile's 2,000 pre-training batches, and naive MTC reads the top-5 first tokens of the
     # paper's top-100 (each is a forward per sentence), for time: make reproduce's 45 minutes on 2 cores. Both EMAT
     # heads score dev a@1 six times an epoch (a matrix product over the dev features: cheap), so their second and
-    # last epoch holds the evaluations the stopping test needs (:func:`curve_points`).
+    # last epoch holds the evaluations the stopping test needs (:func:`curve_points`). Inf-time: 12 test sentences, 10
+    # interleaved trials in each of 3 processes (about a minute and a half).
     "cpu": MTCSettings(data=PhraseData(corpus_sentences=15_000, min_count=10, max_sentences_per_phrase=20,
                                        unseen_fraction=0.08),
                        training=HeadTraining(gru_epochs=5, gru_evals_per_epoch=4, emat_evals_per_epoch=6,
                                              gru_pretrain_steps=20, gru_pretrain_tokens=8),
-                       context_tokens=12, beam_size=16, naive_first_tokens=5, latency_sentences=40, eval_examples=160),
+                       context_tokens=12, beam_size=16, naive_first_tokens=5, latency_sentences=12, latency_trials=10,
+                       latency_processes=3, eval_examples=160),
     # The Hub model on 200K WikiText-103 sentences (~4M words); k = 50 keeps a few thousand phrases, 50 sentences each.
     "gpu": MTCSettings(data=PhraseData(corpus_sentences=200_000, min_count=50), context_tokens=48,
                        feature_batch_size=128, masked_lm="bert-base-cased", beam_size=50, naive_first_tokens=100,
-                       latency_sentences=100),
+                       latency_sentences=100, latency_processes=3),
     # The paper's hyperparameters; k = 500 per 3.3B words scaled to WikiText-103's 103M words is 16.
     "paper": MTCSettings(data=PhraseData(corpus_sentences=None, min_count=16), context_tokens=64,
                          feature_batch_size=128, masked_lm="bert-base-cased", beam_size=50, naive_first_tokens=100,
-                         latency_sentences=200),
+                         latency_sentences=200, latency_processes=3),
 }

@@ -133,9 +133,24 @@ def table6_generations(backend: MaskedLM, causal_model, causal_tokenizer, exampl
     return systems
 
 
+def table6_draws(backend: MaskedLM, causal_model, causal_tokenizer, examples: Sequence[PromptExample],
+                 settings: OpenLTGSettings, profile) -> list[dict[str, list[str]]]:
+    """Table 6's systems sampled ``settings.draws`` times on the same prompts (:func:`table6_generations`, draw ``d``
+    from ``settings.draw_seeds()[d]``), each draw saved to the run folder (:func:`save_generations`): one dict of
+    texts per draw. Draw 0 samples from ``settings.seed``, as a one-draw evaluation does."""
+    draws = []
+    for draw, draw_seed in enumerate(settings.draw_seeds()):
+        systems = table6_generations(backend, causal_model, causal_tokenizer, examples, settings, seed=draw_seed)
+        save_generations(examples, systems, settings, profile, seed=settings.seed, draw=draw)
+        draws.append(systems)
+    return draws
+
+
 @dataclass(frozen=True)
 class GenerationsKey:
-    """Exactly what changes :func:`table6_generations`' texts; their run folder is keyed by it."""
+    """What changes :func:`table6_generations`' texts besides the evaluation's size; their run folder is keyed by it.
+    The size (how many prompts, how many sampling draws) names a file in that folder instead
+    (:func:`save_generations`), so a larger evaluation finds the same folder."""
 
     profile: str  # the profile's decoder and notebook 02's MNTP recipe (the masked LM when it is "mntp")
     dtype: str  # the weights' dtype (models.weight_dtype_name)
@@ -143,7 +158,6 @@ class GenerationsKey:
     causal_lm: str  # the AR baseline: settings.causal_lm, else the profile's decoder
     prompts: str
     corpus: str
-    num_prompts: int
     max_prompt_tokens: int
     target_length: int
     batch_size: int  # each batch of prompts decodes from its own seed
@@ -155,19 +169,22 @@ class GenerationsKey:
     def of(cls, settings: OpenLTGSettings, profile, *, seed: int) -> "GenerationsKey":
         return cls(profile=profile.name, dtype=models.weight_dtype_name(profile), masked_lm=settings.masked_lm,
                    causal_lm=settings.causal_lm or profile.model_name,
-                   prompts=settings.prompts, corpus=profile.corpus, num_prompts=settings.num_prompts,
+                   prompts=settings.prompts, corpus=profile.corpus,
                    max_prompt_tokens=settings.max_prompt_tokens, target_length=settings.target_length,
                    batch_size=settings.batch_size, decoding=settings.decode_config(),
                    compare_source_states=settings.compare_source_states, seed=seed)
 
 
 def save_generations(examples: Sequence[PromptExample], systems: dict[str, Sequence[str]], settings: OpenLTGSettings,
-                     profile, *, seed: int) -> Path:
-    """Write every system's texts to ``runs/05_ablation_<fingerprint>/generations.jsonl`` (one line per prompt), the
-    folder keyed by :class:`GenerationsKey` (:func:`helpers.store.reuse_run`), so tables can be redrawn and another
-    setting never overwrites them."""
+                     profile, *, seed: int, draw: int = 0) -> Path:
+    """Write every system's texts of sampling draw ``draw`` to
+    ``runs/05_ablation_<fingerprint>/generations_<n>prompts_draw<draw>.jsonl`` (one line per prompt), the folder keyed
+    by :class:`GenerationsKey` (:func:`helpers.store.reuse_run`), so tables can be redrawn and another setting never
+    overwrites them. The evaluation's size (``n`` = the number of prompts, the draw) names the file, not the folder:
+    the last batch of prompts samples differently when there are more prompts, so each size keeps its own file."""
+    draw = whole_number(draw, "draw", 0, "the sampling draw's index")
     run = store.reuse_run(GENERATIONS_RUN, GenerationsKey.of(settings, profile, seed=seed))
-    path = run.path / "generations.jsonl"
+    path = run.path / f"generations_{len(examples)}prompts_draw{draw}.jsonl"
     with store.atomic_write(path) as handle:
         for index, example in enumerate(examples):
             line = {"prompt": example.prompt, **{name: texts[index] for name, texts in systems.items()}}
@@ -215,22 +232,53 @@ def ltd_entropies(decoded, row: int = 0) -> list[dict]:
 
 def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, lengths: Sequence[int],
                    iterations: Sequence[int], config: DecodeConfig = DecodeConfig(), *, repeats: int = 1,
-                   seeds: Sequence[int] = (0,), extra: dict[str, DecodeConfig] | None = None) -> list[dict]:
+                   seeds: Sequence[int] = (0,), extra: dict[str, DecodeConfig] | None = None,
+                   processes: int = 1) -> list[dict]:
     """Tokens/s at batch 1 (Fig. 5): mask-predict for each T in ``iterations`` and AR with a KV cache, per target length.
 
-    Every setting runs once per sampling seed in ``seeds``, ``repeats`` times after one warm-up, and the fastest
-    repeat counts. The settings take turns in one call (:func:`helpers.metrics.interleaved_timings`), so the
-    ratios compare like with like. ``extra`` adds named mask-predict variants at T = ``config.iterations``
-    (e.g. the prompt recomputed every iteration). One row per setting and seed.
+    One trial per sampling seed in ``seeds``: within it every setting runs ``repeats`` times (after one warm-up) and
+    the fastest repeat counts, the settings taking turns (:func:`helpers.metrics.interleaved_timings`), so drift hits
+    them alike and the ratios compare like with like. ``processes`` = 1 times in this process; more repeat the same
+    trials in that many fresh processes, one after another (:func:`helpers.workers.run_jobs`, the models sent to
+    each), so the ratios' intervals can cover run-to-run variance (:func:`speed_ratio_runs`). ``extra`` adds named
+    mask-predict variants at T = ``config.iterations`` (e.g. the prompt recomputed every iteration). One row per
+    setting, process and seed.
     """
+    from ... import workers
+
     repeats = whole_number(repeats, "repeats", 1, "timed runs per setting")
+    processes = whole_number(processes, "processes", 1, "processes the timing trials repeat in")
+    seeds = [whole_number(seed, "seeds", 0, "a sampling seed per trial") for seed in seeds]
+    if not seeds:
+        raise ValueError("seeds is empty; give one sampling seed per timing trial")
     prompt = check_prompts(prompt)[:1]
     for value in iterations:
         check_iterations(value)
     lengths = [check_length(value, "lengths") for value in lengths]
     check_fits(backend, prompt, max(lengths))
     variants = {"mask-predict": None, **(extra or {})}
+    settings = [(length, 0, "AR") for length in lengths]
+    settings += [(length, steps, "mask-predict") for length in lengths for steps in iterations]
+    settings += [(length, config.iterations, name) for length in lengths for name in variants if name != "mask-predict"]
+    job = (backend, causal_model, prompt, settings, config, variants, seeds, repeats)
+    if processes == 1:
+        runs = [_timed_decodes(*job, progress=True)]
+    else:
+        runs = [workers.run_jobs(_timed_decodes_job, [job], 1)[0] for _ in range(processes)]
+    rows = []
+    for process, milliseconds in enumerate(runs):
+        for (length, steps, variant), per_seed in milliseconds.items():
+            for seed, elapsed in zip(seeds, per_seed):
+                seconds = elapsed / 1000
+                rows.append({"method": variant, "iterations": steps, "length": length, "process": process,
+                             "seed": seed, "seconds": seconds, "tokens_per_s": length / seconds})
+    return rows
 
+
+def _timed_decodes(backend: MaskedLM, causal_model, prompt: torch.Tensor, settings: list, config: DecodeConfig,
+                   variants: dict, seeds: list, repeats: int, progress: bool = False) -> dict:
+    """Milliseconds per ``(length, T, variant)`` setting and seed, the settings taking turns on every seed
+    (:func:`helpers.metrics.interleaved_timings`). Runs in whichever process calls it."""
     def job(length: int, steps: int, variant: str):
         if steps == 0:
             return lambda run_seed: autoregressive_generate(causal_model, prompt, length, top_p=config.top_p,
@@ -238,38 +286,57 @@ def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, length
         chosen = replace(variants[variant] or config, iterations=steps)
         return lambda run_seed: mask_predict(backend, prompt, length, chosen, seed=run_seed)
 
-    settings = [(length, 0, "AR") for length in lengths]
-    settings += [(length, steps, "mask-predict") for length in lengths for steps in iterations]
-    settings += [(length, config.iterations, name) for length in lengths for name in variants if name != "mask-predict"]
     synchronize = torch.cuda.synchronize if backend.device.type == "cuda" else None
-    milliseconds = metrics.interleaved_timings({setting: job(*setting) for setting in settings}, list(seeds), rounds=repeats,
-                                               best=True, synchronize=synchronize, progress=True, per_input=True)
-    rows = []
-    for (length, steps, variant), per_seed in milliseconds.items():
-        for seed, elapsed in zip(seeds, per_seed):
-            seconds = elapsed / 1000
-            rows.append({"method": variant, "iterations": steps, "length": length, "seed": seed,
-                         "seconds": seconds, "tokens_per_s": length / seconds})
-    return rows
+    return metrics.interleaved_timings({setting: job(*setting) for setting in settings}, list(seeds), rounds=repeats,
+                                       best=True, synchronize=synchronize, progress=progress, per_input=True)
+
+
+def _timed_decodes_job(job: tuple) -> dict:
+    """:func:`_timed_decodes` for a fresh worker process (one picklable tuple of its arguments)."""
+    return _timed_decodes(*job)
 
 
 def speed_ratios(rows: list[dict], method: str = "mask-predict"):
-    """``method``'s tokens/s divided by AR tokens/s at the same length and seed, median over seeds: one row per T,
-    one column per length."""
+    """``method``'s tokens/s divided by AR tokens/s at the same length, process and seed (one trial), median over
+    the trials: one row per T, one column per length."""
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    if "seed" not in frame:
-        frame["seed"] = 0
-    ar = frame[frame.method == "AR"].set_index(["length", "seed"])["tokens_per_s"]
-    nar = frame[frame.method == method].set_index(["length", "seed"])
+    for column in ("seed", "process"):
+        if column not in frame:
+            frame[column] = 0
+    ar = frame[frame.method == "AR"].set_index(["length", "process", "seed"])["tokens_per_s"]
+    nar = frame[frame.method == method].set_index(["length", "process", "seed"])
     nar = nar.assign(ratio=nar["tokens_per_s"] / ar.reindex(nar.index).values).reset_index()
     table = nar.groupby(["iterations", "length"])["ratio"].median().unstack("length")
     return table.rename(index=lambda t: f"T={t}")
 
 
 def speed_ratio_samples(rows: list[dict], iterations: int, length: int, method: str = "mask-predict") -> list[float]:
-    """Per seed, ``method``'s tokens/s at (T, length) over AR's at the same length: the samples behind an interval."""
-    by = {(row["method"], row["iterations"], row["length"], row.get("seed", 0)): row["tokens_per_s"] for row in rows}
-    seeds = sorted({key[3] for key in by if key[0] == "AR" and key[2] == length})
-    return [by[(method, iterations, length, seed)] / by[("AR", 0, length, seed)] for seed in seeds]
+    """Per trial (process and seed), ``method``'s tokens/s at (T, length) over AR's at the same length and trial."""
+    return [ratio for trials in speed_ratio_runs(rows, iterations, length, method) for ratio in trials]
+
+
+def speed_ratio_runs(rows: list[dict], iterations: int, length: int,
+                     method: str = "mask-predict") -> tuple[tuple[float, ...], ...]:
+    """Per process (rows without one are process 0), the tuple of its trials' ratios, each ``method``'s tokens/s at
+    (T, length) over AR's at the same length in the same trial (seed): the samples behind an interval with the
+    trials nested in the processes (:func:`speed_ratio_interval`)."""
+    by = {(row["method"], row["iterations"], row["length"], row.get("process", 0), row.get("seed", 0)):
+          row["tokens_per_s"] for row in rows}
+    trials = sorted({key[3:] for key in by if key[0] == "AR" and key[2] == length})
+    if not trials:
+        raise ValueError(f"rows hold no AR timing at length={length!r}")
+    missing = [trial for trial in trials if (method, iterations, length, *trial) not in by]
+    if missing:
+        raise ValueError(f"rows hold no {method!r} timing at iterations={iterations!r}, length={length!r} for the "
+                         f"(process, seed) trials {missing}")
+    processes = sorted({process for process, _ in trials})
+    return tuple(tuple(by[(method, iterations, length, process, seed)] / by[("AR", 0, length, process, seed)]
+                       for trial_process, seed in trials if trial_process == process) for process in processes)
+
+
+def speed_ratio_interval(runs: Sequence[Sequence[float]]) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of a speed ratio timed in several processes, trials nested in processes
+    (:func:`helpers.metrics.trials_in_processes_interval`)."""
+    return metrics.trials_in_processes_interval(runs, "runs")

@@ -118,6 +118,14 @@ class Table6Scores:
     n: int
     lr_n: int
     resamples: int
+    draws: int = 1  # sampling draws per prompt, averaged within each prompt (pool_draws)
+
+    @property
+    def interval_method(self) -> str:
+        """How a paired interval of these scores is computed, in words, with n."""
+        if self.draws == 1:
+            return f"paired bootstrap over {self.n} prompts"
+        return f"paired bootstrap over {self.n} prompts × {self.draws} sampling draws (draws averaged per prompt)"
 
     def cell(self, system: str, metric: str) -> str:
         return (f"{self.values.loc[system, metric]:.1f} [{self.low.loc[system, metric]:.1f}, "
@@ -148,6 +156,38 @@ def evaluate_generations(systems: dict[str, Sequence[str]], prompts: Sequence[st
     4-grams, averaged over prompts (= 100 - MAGNET's Rep-4): the corpus-level ratio changes with the number of
     texts, so resampling prompts (duplicates included) would bias its interval. The references themselves
     ("Ground truth") get no B-1/R-L."""
+    per_prompt, reference_systems = generation_records(systems, prompts, judge, judge_tokenizer, references=references,
+                                                       lr_n=lr_n, batch_size=batch_size)
+    return table6_scores(per_prompt, lr_n=lr_n, resamples=resamples, seed=seed, references=reference_systems)
+
+
+def evaluate_draws(draws: Sequence[dict[str, Sequence[str]]], prompts: Sequence[str], judge, judge_tokenizer, *,
+                   references: Sequence[str], lr_n: int = 5, batch_size: int = 8, resamples: int = 1000,
+                   seed: int = 0) -> Table6Scores:
+    """Table 6 over several sampling draws of every system on the same prompts (``draws[d][system]``, one text per
+    prompt): every draw of every prompt is scored as :func:`evaluate_generations` scores one, the draws are pooled per
+    prompt (:func:`pool_draws`), and the bootstrap resamples prompts, each carrying the mean of its draws (draws nested
+    in prompts). A system whose texts are the same in every draw (the human text) is scored once."""
+    if not draws:
+        raise ValueError("draws is empty; give the texts of at least one sampling draw")
+    records, reference_systems = [], []
+    for index, systems in enumerate(draws):
+        same = {name for name, texts in systems.items() if index and name in draws[0] and list(texts) == list(draws[0][name])}
+        fresh = {name: texts for name, texts in systems.items() if name not in same}
+        per_prompt, references_here = generation_records(fresh, prompts, judge, judge_tokenizer, references=references,
+                                                         lr_n=lr_n, batch_size=batch_size) if fresh else ({}, [])
+        records.append({name: per_prompt[name] if name in per_prompt else records[0][name] for name in systems})
+        reference_systems += [name for name in references_here if name not in reference_systems]
+    scores = table6_scores(pool_draws(records), lr_n=lr_n, resamples=resamples, seed=seed, references=reference_systems)
+    scores.draws = len(draws)
+    return scores
+
+
+def generation_records(systems: dict[str, Sequence[str]], prompts: Sequence[str], judge, judge_tokenizer, *,
+                       references: Sequence[str], lr_n: int = 5, batch_size: int = 8) -> tuple[dict, list[str]]:
+    """Per system, one record per prompt (BLEU-1 statistics and ROUGE-L against ``references``, LR-``lr_n``, D-4, the
+    continuation's NLL and token count under ``judge``: :func:`evaluate_generations`' cells before the bootstrap), and
+    the systems whose texts are the references themselves."""
     if len(references) != len(prompts):
         raise ValueError(f"references has {len(references)} texts but there are {len(prompts)} prompts")
     per_prompt, reference_systems = {}, []
@@ -166,7 +206,7 @@ def evaluate_generations(systems: dict[str, Sequence[str]], prompts: Sequence[st
                             "lr": metrics.lexical_repetition([units], n=lr_n, gram=4),
                             "distinct4": metrics.distinct_n([units], 4), "nll": nll, "tokens": count})
         per_prompt[name] = records
-    return table6_scores(per_prompt, lr_n=lr_n, resamples=resamples, seed=seed, references=reference_systems)
+    return per_prompt, reference_systems
 
 
 def pool_draws(draws: Sequence[dict[str, list[dict]]]) -> dict[str, list[dict]]:

@@ -10,7 +10,8 @@ import numpy as np
 from ... import claims as ledger
 from ... import metrics, training
 from ...masked_lm import MNTP
-from .experiment import ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_samples
+from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_interval,
+                         speed_ratio_runs)
 from .experiment_table6 import Table6Scores, paired_metric_difference
 from .experiment_table7 import LengthScores
 from .mechanism import Decoded
@@ -319,8 +320,8 @@ def claims(*, function_shares: Sequence[float], entropies: list[dict], table6: T
     """Notebook 05's ledger rows (:mod:`helpers.claims`; every verdict from its one rule), each built from its
     declaration (:func:`declarations` for these settings; :data:`CLAIMS` on the ledger's profile): Fig. 2's
     function-word share (matches §3.3's band), Fig. 4's LTD (a definition check), Table 6's repetition directions
-    and SMART, Table 6's other columns for LTD and DSWA (paired bootstraps over prompts), Fig. 5's speed-up (over
-    timing seeds) and Table 7's length error.
+    and SMART, Table 6's other columns for LTD and DSWA (paired bootstraps over prompts, sampling draws nested in them),
+    Fig. 5's speed-up (interleaved timing trials nested in processes) and Table 7's length error.
 
     ``mntp_curve``: notebook 02's MNTP held-out curve (:func:`helpers.training.mntp_heldout_curve`, None when that
     run has not been trained): the budget check of every row that rests on the adapter. With a Hub encoder
@@ -355,7 +356,7 @@ def _ltd_claim(table: dict, entropies: list[dict]) -> ledger.Claim:
 def _table6_claims(table: dict, table6: Table6Scores, settings: OpenLTGSettings, plateau=None) -> list[ledger.Claim]:
     """§5.3's three directions (removing LTD, DSWA, both raises repetition) and §4.3's SMART, on LR-n."""
     column = f"LR-{settings.lr_n}"
-    method = f"paired bootstrap over {table6.n} prompts"
+    method = table6.interval_method
     runner_up = max([name for name in ABLATIONS if name != "w/o ALL"], key=lambda name: table6.values.loc[name, column])
     directions = [("w/o LTD", "Ours", "openltg.table6.lr_n.no_ltd"), ("w/o DSWA", "Ours", "openltg.table6.lr_n.no_dswa"),
                   ("w/o ALL", runner_up, "openltg.table6.lr_n.no_all")]
@@ -385,22 +386,23 @@ def _table6_metric_claims(table: dict, table6: Table6Scores, plateau=None) -> li
         for metric in TABLE6_OTHER_COLUMNS:
             value, low, high = paired_metric_difference(table6, ablation, "Ours", metric)
             rows.append(table[f"openltg.table6.{METRIC_IDS[metric]}.{ABLATION_IDS[ablation]}"].measured(
-                value, low, high, f"paired bootstrap over {table6.n} prompts", table6.n, plateau=plateau,
+                value, low, high, table6.interval_method, table6.n, plateau=plateau,
                 ours=f"{metric} {table6.values.loc[ablation, metric]:.1f} vs {table6.values.loc['Ours', metric]:.1f} "
                      f"({value:+.1f})"))
     return rows
 
 
 def _speed_claim(table: dict, speed_rows: list[dict], settings: OpenLTGSettings, speed_device: str) -> ledger.Claim:
+    """Fig. 5's speed-up at the longest N and largest T: per trial, mask-predict's tokens/s over AR's in the same trial,
+    the trials nested in the processes (:func:`.experiment.speed_ratio_interval`)."""
     top, longest = max(settings.speed_iterations), max(settings.speed_lengths)
-    samples = speed_ratio_samples(speed_rows, top, longest)
-    ratio, low, high = metrics.seed_interval(samples)
-    if low is None:
-        low = high = ratio
+    runs = speed_ratio_runs(speed_rows, top, longest)
+    ratio, low, high = speed_ratio_interval(runs)
+    trials = sorted({len(trials) for trials in runs})
     return table["openltg.fig5.speedup"].measured(
-        ratio, low, high, f"t over {len(samples)} timing seeds", len(samples),
-        ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}", n_seeds=len(samples),
-        seed_values=tuple(samples))
+        ratio, low, high, f"trials nested in processes: {'/'.join(map(str, trials))} interleaved timing trials × "
+                          f"{len(runs)} processes (t over process means, within-process trials added)",
+        sum(len(trials) for trials in runs), ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}")
 
 
 def _length_claim(table: dict, lengths: LengthScores, plateau=None) -> ledger.Claim:

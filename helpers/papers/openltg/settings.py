@@ -39,19 +39,31 @@ class OpenLTGSettings:
     speed_iterations: tuple[int, ...] = (1, 2, 4, 8)
     speed_prompt_tokens: int = 16
     speed_repeats: int = 1
-    speed_seeds: tuple[int, ...] = (0, 1, 2)  # timing inputs: the speed-up's interval is over these
+    # Fig. 5's timing: speed_trials interleaved trials (trial t samples from seed t; the settings take turns within
+    # it) in each of speed_processes processes; the speed-up's interval nests the trials in the processes.
+    speed_trials: int = 10
+    speed_processes: int = 2
     compare_source_states: bool = True  # Table 6 also decodes Ours with Eq. 3's last-layer prompt states
     length_train_prompts: int = 256  # Table 7: fit the length predictor
     length_test_prompts: int = 64
     seed: int = 0
-    # Sampling draws per prompt on the one adapter (draw d samples from seed + DRAW_STRIDE d): the draws are nested in
-    # the prompts (experiment_table6.pool_draws), so more draws narrow a row whose sampling noise dominates without
-    # training anything. 1 keeps the cpu profile's cost.
+    # Sampling draws per prompt on the one adapter (draw d samples from seed + DRAW_STRIDE d): Table 6 scores every
+    # draw of every prompt, the draws nested in the prompts (experiment_table6.pool_draws), so more draws narrow a row
+    # whose sampling noise dominates without training anything. Neither draws nor num_prompts keys a run folder.
     draws: int = 1
 
     def __post_init__(self):
         if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 1:
             raise ValueError(f"draws={self.draws!r} must be a whole number >= 1 (sampling draws per prompt)")
+        for name, minimum, what in (("speed_trials", 2, "interleaved timing trials per process (an interval needs 2)"),
+                                    ("speed_processes", 1, "processes the timing trials repeat in")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name}={value!r} must be a whole number >= {minimum} ({what})")
+
+    def speed_seeds(self) -> list[int]:
+        """The sampling seed of each timing trial: trial t samples from seed t, in every process alike."""
+        return list(range(self.speed_trials))
 
     def draw_seeds(self) -> list[int]:
         """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
@@ -67,20 +79,22 @@ class OpenLTGSettings:
 SETTINGS = {
     "smoke": OpenLTGSettings(num_prompts=3, target_length=8, batch_size=3, max_prompt_tokens=8, iterations=4,
                              fixed_window=8, paper_dataset="ROC", lr_n=2, trace_length=8, probe_position=3,
-                             speed_lengths=(8, 12), speed_iterations=(1, 4), speed_prompt_tokens=4, speed_seeds=(0, 1),
-                             length_train_prompts=8, length_test_prompts=4),
-    # 16 prompts × 6 mask-predict rows × 8 passes at N = 64: make reproduce's 45 minutes on 2 CPU cores.
+                             speed_lengths=(8, 12), speed_iterations=(1, 4), speed_prompt_tokens=4, speed_trials=2,
+                             speed_processes=1, length_train_prompts=8, length_test_prompts=4, draws=2),
+    # 16 prompts × 2 draws × 6 mask-predict rows × 8 passes at N = 64: make reproduce's 45 minutes on 2 CPU cores.
+    # Fig. 5 times N = 32 and 64 (AR at batch 1 dominates a trial) in 10 trials × 3 processes (a t over 3 process
+    # means has 2 degrees of freedom; over 2 it would have 1, t = 12.7).
     "cpu": OpenLTGSettings(num_prompts=16, target_length=64, batch_size=16, max_prompt_tokens=32,
-                           speed_lengths=(64, 128), speed_iterations=(1, 8), speed_repeats=1, length_train_prompts=256,
-                           length_test_prompts=64),
+                           speed_lengths=(32, 64), speed_iterations=(1, 8), speed_repeats=1, length_train_prompts=256,
+                           length_test_prompts=64, draws=2, speed_processes=3),
     "gpu": OpenLTGSettings(num_prompts=200, target_length=140, batch_size=25, max_prompt_tokens=64,
-                           prompts="writingprompts", speed_repeats=3, length_train_prompts=2000,
-                           length_test_prompts=500),
+                           prompts="writingprompts", speed_repeats=3, speed_processes=3, length_train_prompts=2000,
+                           length_test_prompts=500, draws=4),
     # §5.1: RoBERTa-base, T = 8, β = 1.8 (WP), top-p 0.9, α 0.125 / 0.75, S_fix 64; PPL under GPT-2.
     "paper": OpenLTGSettings(num_prompts=1000, target_length=140, batch_size=50, max_prompt_tokens=64,
                              masked_lm="FacebookAI/roberta-base", causal_lm="openai-community/gpt2",
-                             prompts="writingprompts", speed_repeats=3, length_train_prompts=10000,
-                             length_test_prompts=4000),
+                             prompts="writingprompts", speed_repeats=3, speed_processes=3,
+                             length_train_prompts=10000, length_test_prompts=4000),
 }
 
 

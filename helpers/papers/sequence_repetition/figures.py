@@ -140,7 +140,7 @@ def sr_speed_figure(ours, paper=None, num_layers: int | None = None, model_label
         ax.set_yticks(range(values.shape[0]), labels)
         ax.set_title(title)
         fig.colorbar(image, ax=ax, label="log2 speedup (blue: faster than base)")
-    fig.suptitle("SR Table 2: speedup over the base model (r = 0, no early exit), measured in one run")
+    fig.suptitle("SR Table 2: speedup over the base model (r = 0, no early exit), interleaved trials × processes")
     fig.tight_layout()
     return fig
 

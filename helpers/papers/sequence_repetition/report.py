@@ -651,26 +651,33 @@ def _probe_claims(probe: dict, tagging: TaggingData, num_layers: int, figure_pre
     return rows
 
 
-def _speed_claims(per_trial: dict, num_layers: int, speed_device: str, figure_prefix: str) -> list:
+def _speed_claims(per_process: dict, num_layers: int, speed_device: str, figure_prefix: str) -> list:
     """Table 2 (§4.5) on our timer: the speedup over the base (r = 0, all layers) within each interleaved trial,
-    with a t interval over the trials, at the paper's exit layers scaled to our depth. Both rows carry the
-    hardware regime (:data:`SPEED_REGIME`), so neither can be decided here; a timer that does not order what it
-    must (r = 1 at full depth slower than the base) also confounds them."""
-    full_r1 = per_trial.get((num_layers, 1))
-    sane = full_r1 is not None and len(full_r1) > 1 and metrics.seed_interval(full_r1)[2] < 1.0
-    timer = (f"r=1 at full depth runs {np.mean(full_r1):.2f}x the base speed" if full_r1 is not None
+    ``per_process[(exit layer, r)]`` one tuple of trials per process (``measure_speedups``), with the trials nested in
+    the processes (:func:`.experiment_table2.speedup_interval`), at the paper's exit layers scaled to our depth. Both
+    rows carry the hardware regime (:data:`SPEED_REGIME`), so neither can be decided here; a timer that does not
+    order what it must (r = 1 at full depth slower than the base) also confounds them."""
+    from .experiment_table2 import speedup_interval
+
+    full_r1 = per_process.get((num_layers, 1))
+    timed = lambda runs: runs is not None and all(len(trials) >= 2 for trials in runs)  # noqa: E731
+    sane = timed(full_r1) and speedup_interval(full_r1)[2] < 1.0
+    timer = (f"r=1 at full depth runs {speedup_interval(full_r1)[0]:.2f}x the base speed" if timed(full_r1)
              else "r=1 at full depth was not timed")
     confound = "" if sane else (f"the timer does not order the configurations as their work does ({timer}; it "
                                 "must lie below 1 with its interval)")
     rows = []
     for paper_layer, r, _ in SPEED_CELLS:
         layer = scaled_exit_layer(paper_layer, num_layers)
-        samples = per_trial.get((layer, r))
-        if samples is None or len(samples) < 2:
+        runs = per_process.get((layer, r))
+        if not timed(runs):
             continue
-        value, low, high = metrics.seed_interval(samples)
+        value, low, high = speedup_interval(runs)
+        trials = sorted({len(trials) for trials in runs})
         rows.append(CLAIMS[f"sr.table2.r{r}_exit{paper_layer}"].measured(
-            value, low, high, f"t over {len(samples)} interleaved timing trials", len(samples),
+            value, low, high, f"trials nested in processes: {'/'.join(map(str, trials))} interleaved timing trials × "
+                              f"{len(runs)} processes (t over process means, within-process trials added)",
+            sum(len(trials) for trials in runs),
             ours=f"{value:.2f}x at exit@{layer} of {num_layers} on {speed_device}", note=f"timer check: {timer}",
             confound=confound, figure=f"{figure_prefix}sr_speed.png"))
     return rows
@@ -680,7 +687,7 @@ def claims(views: dict, results: Sequence, tagging: TaggingData, probe: dict | N
            figure_prefix: str = "figures/04_", *, speed: dict | None = None, speed_device: str = "") -> list:
     """Notebook 04's ledger rows, each built from its declaration in :data:`CLAIMS`: Fig. 1 shares, Fig. 2 (r=0 vs
     r=1, r=1 vs r=2), Table 1 (SR vs middle and full unmasking), Fig. 5 (exit vs full depth, fine-tuned and probed)
-    and, with ``speed`` (``measure_speedups``' per-trial speedups, timed on ``speed_device``), Table 2.
+    and, with ``speed`` (``measure_speedups``' per-process, per-trial speedups, timed on ``speed_device``), Table 2.
     ``results`` are tables from :func:`~.experiment.run_experiments`; the rows of ``tagging.task`` are used."""
     import pandas as pd
 

@@ -86,11 +86,13 @@ class RepetitionSettings:
     probe_repeats: tuple[int, ...] = (0, 1)
     probe_train_sentences: int | None = None  # None: the task's whole training split
     probe_max_iter: int = 300
-    # §4.5 Table 2: inference speed for every r x exit layer, ratios measured in one run.
+    # §4.5 Table 2: inference speed for every r x exit layer: speed_trials interleaved trials (the configurations
+    # take turns within each) in each of speed_processes processes; the rows' intervals nest the trials in them.
     speed_repeats: tuple[int, ...] = (0, 1, 2, 4, 8)
     speed_sentences: int = 32
     speed_batch_size: int = 8
-    speed_trials: int = 3
+    speed_trials: int = 10
+    speed_processes: int = 2
     # The tagging widget.
     widget_sentence: str = "Elizabeth Bennet walked with Mr. Darcy to Netherfield Park in October."
 
@@ -110,6 +112,8 @@ class RepetitionSettings:
         for layer in self.exit_at:
             whole_number(layer, "exit_at", 2, f"a paper exit layer of {PAPER_DEPTH} (2..{PAPER_DEPTH})")
         whole_number(self.workers, "workers", 1)
+        whole_number(self.speed_trials, "speed_trials", 2, "interleaved timing trials per process (an interval needs 2)")
+        whole_number(self.speed_processes, "speed_processes", 1, "processes the timing trials repeat in")
         for r in self.probe_repeats:
             M.check_repeats(r)
 
@@ -134,7 +138,7 @@ _SMOKE = RepetitionSettings(
     repeats=(0, 1, 2), seeds=(0,),
     training=TaggerTraining(steps=2, batch_size=2, grad_accum=1, lr=2e-3, lora_r=4, lora_alpha=4, eval_every=1),
     exit_repeats=(1,), exit_tasks=("chunks",), exit_seeds=(0,),
-    speed_repeats=(0, 1, 2), speed_sentences=4, speed_batch_size=2, speed_trials=1,
+    speed_repeats=(0, 1, 2), speed_sentences=4, speed_batch_size=2, speed_trials=2, speed_processes=1,
 )
 # cpu: about 10 min on an idle 2-core machine in bf16 (9.7 to 10.2 measured), 60 test sentences and a probe trained on
 # 120. Silver noun chunks only (silver NER has too few test entities to separate the strategies); r in {0, 1, 2} (r=2
@@ -152,14 +156,16 @@ _CPU = RepetitionSettings(
     repeats=(0, 1, 2), seeds=(5,),
     training=TaggerTraining(steps=100, batch_size=8, grad_accum=1, lr=1e-3, eval_every=5),
     exit_repeats=(1,), exit_tasks=("chunks",), exit_seeds=(5,), exit_at=(19,), workers=2, threads=1,
-    speed_repeats=(0, 1, 2, 4, 8), speed_sentences=4, speed_batch_size=4, speed_trials=3, probe_train_sentences=120,
+    speed_repeats=(0, 1, 2, 4, 8), speed_sentences=4, speed_batch_size=4, speed_trials=10, speed_processes=3,
+    probe_train_sentences=120,
 )
 _GPU = RepetitionSettings(
     block_sentences=16, block_max_tokens=24, dataset="conll2003", tasks=("ner",),
     train_sentences=4000, validation_sentences=500, test_sentences=None, max_words=1000, seeds=(5, 29, 42),
     training=TaggerTraining(steps=400, batch_size=8, grad_accum=4, eval_every=100, qlora=True,
                             gradient_checkpointing=True),
-    checkpoint_every=100, exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=5,
+    checkpoint_every=100, exit_seeds=(5,), speed_sentences=256, speed_batch_size=32, speed_trials=10,
+    speed_processes=3,
     probe_train_sentences=1000,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )
@@ -171,7 +177,8 @@ _PAPER = RepetitionSettings(
     train_sentences=None, validation_sentences=None, test_sentences=None, max_words=1000, seeds=PAPER_SEEDS,
     training=TaggerTraining(steps=4388, batch_size=8, grad_accum=4, eval_every=439, qlora=True,
                             gradient_checkpointing=True, pad_policy="masked"),
-    checkpoint_every=439, exit_seeds=PAPER_SEEDS, speed_sentences=1024, speed_batch_size=32, speed_trials=5,
+    checkpoint_every=439, exit_seeds=PAPER_SEEDS, speed_sentences=1024, speed_batch_size=32, speed_trials=10,
+    speed_processes=3,
     probe_train_sentences=500,
     widget_sentence="EU rejects German call to boycott British lamb .",
 )

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import claims, profiles, training
-from helpers.papers.diffusion import experiment, mechanism, report, settings
+from helpers.papers.diffusion import experiment, judge, mechanism, report, settings
 from helpers.papers.openltg import experiment_table6
 
 SMOKE = settings.SETTINGS["smoke"]
@@ -24,6 +24,15 @@ def _scores(shifts: dict, n: int = 12, distinct: dict | None = None, rows=None):
                                   distinct=(distinct or {}).get(name, 0.5) + rng.normal(0, 0.01)) for _ in range(n)]
                   for name in rows}
     return experiment_table6.table6_scores(per_prompt, lr_n=5, resamples=200)
+
+
+def _mauve(badness: dict, n: int = 12, rows=None) -> judge.MauveJudge:
+    """A planted MAUVE judge over 4 buckets: the human row cycles through them; a row of badness b has its first
+    round(b n) prompts collapsed onto bucket 0 (it repeats itself) and the others where the human text is."""
+    rows = rows or [*experiment.sampler_rows(SMOKE), experiment.TRUTH_ROW]
+    human = np.arange(n) % 4
+    labels = {name: np.where(np.arange(n) < round(badness.get(name, 0.0) * n), 0, human) for name in rows}
+    return judge.MauveJudge(labels, 4, experiment.TRUTH_ROW, resamples=200)
 
 
 def _study(gain: float):
@@ -43,14 +52,33 @@ def _study(gain: float):
 STOPPED = [(0, -3.0), (2, -2.5), (4, -2.1), (6, -2.0)] + [(step, -2.0) for step in range(8, 17)]
 
 
-def _claims(shifts, gain=5.0, ratios=(2.0, 2.2, 2.1), curve=None):
+def _claims(shifts, **options):
+    """:func:`_run_claims` as a study of three agreeing seeds combines them (:func:`_as_study`)."""
+    return _as_study(_run_claims(shifts, **options))
+
+
+def _run_claims(shifts, gain=5.0, ratios=(2.0, 2.2, 2.1), curve=None, badness=None, uniform_cost=0.5):
+    """``shifts``: each row's judge NLL moved by this much (perplexity); ``badness``: each row's planted MAUVE
+    collapse (:func:`_mauve`), by default the same rows as ``shifts`` fully collapsed where they shift upwards;
+    ``uniform_cost``: how much higher the uniform model's bound on the human text is than the mask model's."""
+    badness = {name: 1.0 for name, shift in shifts.items() if shift > 0} if badness is None else badness
     study, accuracy, names = _study(gain)
+    corruption_rows = [*experiment.corruption_rows(SMOKE)]
+    bounds = {experiment.MASK_CORRUPTION: 3.0 + np.linspace(0, 0.1, 12),
+              experiment.UNIFORM_CORRUPTION: 3.0 + uniform_cost + np.linspace(0, 0.1, 12)[::-1]}
     proof = experiment.BlockProof(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.bool), 1, 1, 1)
     speed = {experiment.SEMI_AR: [r * 10 for r in ratios], experiment.BLOCK_CAUSAL: [10.0] * len(ratios)}
     return report.claims(identities={"a": True}, proof=proof, cache_exact=True, mask_predict_equal=True,
-                         scores=_scores(shifts), settings=SMOKE, speed=speed, device="cpu", study=study,
-                         accuracy=accuracy, names=names, mntp_curve=curve, fine_tune_curve=curve,
-                         corruption_scores=_scores(shifts, rows=[*experiment.corruption_rows(SMOKE), experiment.TRUTH_ROW]))
+                         scores=_scores(shifts), mauve=_mauve(badness), settings=SMOKE, speed=speed, device="cpu",
+                         study=study, accuracy=accuracy, names=names, mntp_curve=curve, fine_tune_curve=curve,
+                         corruption_scores=_scores(shifts, rows=[*corruption_rows, experiment.TRUTH_ROW]),
+                         corruption_bounds=bounds)
+
+
+def _as_study(rows):
+    """The run's rows as a study of three agreeing seeds combines them: one seed's trained row reaches no verdict,
+    and these tests check the report's per-row rules (judges, confound, budget check), which apply to a study's rows."""
+    return claims.combine_seeds({seed: list(rows) for seed in range(3)})
 
 
 def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
@@ -59,11 +87,11 @@ def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
     assert {row.paper for row in rows} == {"BD3-LM", "002", "LLaDA", "Fast-dLLM", "MDLM"} <= set(claims.PAPERS)
     assert [row.verdict for row in rows if row.kind == claims.DEFINITION] == ["holds"] * 3
     remasking = next(row for row in rows if row.where == "App. B.3, Table 6" and "random" in row.quantity)
-    assert remasking.verdict == "reproduced" and remasking.high < 0
+    assert remasking.verdict == "reproduced" and remasking.low > 0 and "MAUVE" in remasking.quantity
     steps = next(row for row in rows if "T=2" in row.quantity)
-    assert steps.verdict == "reproduced" and steps.low > 0
+    assert steps.verdict == "reproduced" and steps.high < 0
     semi = next(row for row in rows if "semi-AR - one block" in row.quantity)
-    assert semi.margin == SMOKE.equivalence_margin and semi.verdict == "reproduced"
+    assert semi.margin == SMOKE.mauve_margin and semi.verdict == "reproduced"
     speed = next(row for row in rows if row.paper == "Fast-dLLM" and row.threshold == 1.0)
     # on the paper's side, but timed in another hardware regime than Fast-dLLM's A100: it cannot be decided
     assert speed.low > 1.0 and speed.n_seeds == 3 and speed.regime
@@ -80,9 +108,9 @@ def test_a_wrong_side_is_never_not_reproduced_without_a_held_out_curve():
     """Every sampler row rests on notebook 02's adapter and the fine-tune rows on the fine-tune too; none has a
     held-out curve that has stopped moving, so a row wholly on the wrong side reads inconclusive, even with the
     sampler check named."""
-    rows = _claims({experiment.LOW_CONFIDENCE: 0.5, experiment.SEMI_AR: 2.0}, gain=-5.0)
+    rows = _claims({experiment.LOW_CONFIDENCE: 0.5}, gain=-5.0)
     remasking = next(row for row in rows if row.where == "App. B.3, Table 6" and "random" in row.quantity)
-    assert remasking.low > 0 and "llada_algorithm5" in remasking.check and remasking.trained
+    assert remasking.high < 0 and "llada_algorithm5" in remasking.check and remasking.trained
     assert remasking.verdict == "inconclusive" and "not shown to have stopped" in remasking.verdict_text
     semi = next(row for row in rows if "semi-AR - one block" in row.quantity)
     assert semi.low > semi.margin and semi.verdict == "inconclusive"
@@ -91,14 +119,13 @@ def test_a_wrong_side_is_never_not_reproduced_without_a_held_out_curve():
 
 
 def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped():
-    rows = {row.id: row for row in _claims({experiment.LOW_CONFIDENCE: 0.5, experiment.SEMI_AR: 2.0}, gain=-5.0,
-                                           curve=STOPPED)}
+    rows = {row.id: row for row in _claims({experiment.LOW_CONFIDENCE: 0.5}, gain=-5.0, curve=STOPPED)}
     remasking = rows["diffusion.llada.table6.low_confidence_vs_random"]
-    assert remasking.plateau["curve"] == training.MNTP_HELDOUT_CURVE and remasking.verdict == "not reproduced"
+    assert remasking.plateau["curve"].startswith(training.MNTP_HELDOUT_CURVE) and remasking.verdict == "not reproduced"
     assert rows["diffusion.llada.table6.semi_ar_vs_one_block"].verdict == "not reproduced"
     bound = rows["diffusion.mdlm.s5_1.bound_falls"]
-    assert bound.plateau["curve"] == settings.FINE_TUNE_HELDOUT_CURVE and bound.verdict == "not reproduced"
-    assert rows["diffusion.bd3lm.s4_1.tight_at_block_one.mntp"].plateau["curve"] == training.MNTP_HELDOUT_CURVE
+    assert bound.plateau["curve"].startswith(settings.FINE_TUNE_HELDOUT_CURVE) and bound.verdict == "not reproduced"
+    assert rows["diffusion.bd3lm.s4_1.tight_at_block_one.mntp"].plateau["curve"].startswith(training.MNTP_HELDOUT_CURVE)
     speed = _claims({}, ratios=(0.5, 0.55, 0.52), curve=STOPPED)
     slower = next(row for row in speed if row.id == "diffusion.fast_dllm.table1.cache_speedup")
     assert slower.high < 1.0 and slower.verdict == "inconclusive" and "another regime" in slower.verdict_text
@@ -129,7 +156,7 @@ def test_every_trained_row_names_a_curve_the_settings_count(name):
 
 def test_the_declared_margins_are_every_profiles():
     for chosen in settings.SETTINGS.values():
-        assert report.CLAIMS["diffusion.llada.table6.semi_ar_vs_one_block"].margin == chosen.equivalence_margin
+        assert report.CLAIMS["diffusion.llada.table6.semi_ar_vs_one_block"].margin == chosen.mauve_margin
         assert report.CLAIMS["diffusion.mdlm.table4.skill_kept"].threshold == -chosen.accuracy_margin
 
 
@@ -137,7 +164,8 @@ def test_a_seed_study_averages_every_row_that_rests_on_training():
     """Each row but the definition checks and the speed-up carries its point estimate, so ``claims.combine_seeds``
     makes it the mean of the seeds, with their spread in the interval; the speed-up stays seed 0's timing."""
     shifts = [{experiment.RANDOM: 0.5}, {experiment.RANDOM: 0.1}, {experiment.RANDOM: 0.9}]
-    by_seed = {seed: [claims.Claim(**{**row.__dict__, "notebook": "07"}) for row in _claims(shift, gain=4.0 + seed)]
+    by_seed = {seed: [claims.Claim(**{**row.__dict__, "notebook": "07"})
+                      for row in _run_claims(shift, gain=4.0 + seed, badness=shift)]
                for seed, shift in enumerate(shifts)}
     combined = claims.combine_seeds(by_seed)
     trained = [row for row in combined if row.n_seeds == 3 and len(row.seed_values) == 3 and row.kind != claims.DEFINITION
@@ -155,12 +183,13 @@ def test_a_seed_study_averages_every_row_that_rests_on_training():
                                                (-0.3, 0.3, "inconclusive")])
 def test_a_little_difference_row_is_a_matches_claim_within_our_margin(low, high, expected):
     declared = report.CLAIMS["diffusion.llada.table6.semi_ar_vs_one_block"]
-    row = declared.measured(0.0, low, high, "paired bootstrap over 12 prompts", 12)
-    assert row.margin == 0.1 and row.margin_source.startswith("ours:") and row.trained
+    row = declared.measured((low + high) / 2, low, high, "paired bootstrap over 12 prompts", 12)
+    assert row.margin == 0.1 and row.margin_source.startswith("ours:") and "MAUVE" in row.margin_source and row.trained
+    assert row.verdict == "inconclusive"  # one training seed: a study decides
     # outside the margin reads "not reproduced" only once training is shown to have stopped (a flat held-out curve)
-    assert row.verdict == ("inconclusive" if expected == "not reproduced" else expected)
-    settled = declared.measured(0.0, low, high, "paired bootstrap over 12 prompts", 12,
-                                plateau=claims.curve(declared.curve, STOPPED))
+    assert _as_study([row])[0].verdict == ("inconclusive" if expected == "not reproduced" else expected)
+    settled = _as_study([declared.measured((low + high) / 2, low, high, "paired bootstrap over 12 prompts", 12,
+                                           plateau=claims.curve(declared.curve, STOPPED))])[0]
     assert settled.verdict == expected
     unchecked = claims.Claim(**{**settled.__dict__, "check": "", "verdict": ""})
     assert unchecked.verdict == "inconclusive"  # without a check neither verdict can be reached
@@ -177,27 +206,55 @@ def test_describe_sentences_carry_the_numbers():
     assert table.loc[experiment.LOW_CONFIDENCE, "forward passes"] == SMOKE.steps
 
 
-def test_a_lower_perplexity_that_comes_with_repetition_confounds_the_row():
+def test_a_confounded_perplexity_leaves_the_row_to_mauve_and_confounds_it_only_where_mauve_cannot_decide():
+    """The repetitive sampler has the lower perplexity (the judge rewards its repetition): MAUVE against the human
+    text decides the row when its interval lies on one side; only where it cannot decide does the perplexity's
+    confound make the row inconclusive."""
     scores = _scores({experiment.RANDOM: 0.5}, distinct={experiment.LOW_CONFIDENCE: 0.2})
     confound = report._repetition_confound(scores, experiment.LOW_CONFIDENCE, experiment.RANDOM)
     assert "repeats more" in confound and "human text" in confound
     assert report._repetition_confound(_scores({experiment.RANDOM: 0.5}), experiment.LOW_CONFIDENCE,
                                        experiment.RANDOM) == ""
-    rows = report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu")
-    remasking = next(row for row in rows if "random" in row.quantity)
-    assert remasking.high < 0  # on the paper's side by perplexity alone ...
-    assert remasking.verdict == "inconclusive" and "confounded" in remasking.verdict_text  # ... but not earned
+    assert report.log_ppl_difference(scores, experiment.LOW_CONFIDENCE, experiment.RANDOM)[2] < 0  # PPL prefers it
+    decided = _as_study(report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu",
+                                              _mauve({experiment.LOW_CONFIDENCE: 1.0}), mntp_curve=STOPPED))
+    remasking = next(row for row in decided if "random" in row.quantity)
+    assert remasking.high < 0 and not remasking.confound and remasking.verdict == "not reproduced"
+    run = next(row for row in report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu",
+                                                    _mauve({experiment.LOW_CONFIDENCE: 1.0}), mntp_curve=STOPPED)
+               if "random" in row.quantity)  # one run's row, before the seeds are combined
+    assert "PPL" in run.ours and "D-4" in run.ours and "MAUVE" in run.ours
+    undecided = _as_study(report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu", _mauve({}), mntp_curve=STOPPED))
+    remasking = next(row for row in undecided if "random" in row.quantity)
+    assert remasking.low <= 0 <= remasking.high  # MAUVE cannot tell them apart ...
+    assert remasking.verdict == "inconclusive" and "confounded" in remasking.verdict_text  # ... nor can perplexity
+    sentence = report.describe_judges(scores, _mauve({experiment.LOW_CONFIDENCE: 1.0}),
+                                      {"remasking": (experiment.LOW_CONFIDENCE, experiment.RANDOM)})
+    assert "MAUVE" in sentence and "Perplexity confounded" in sentence
 
 
 def test_the_switch_rows_compare_each_switch_with_the_configuration_without_it():
-    rows = {row.id: row for row in _claims({experiment.EDITING: -0.5, experiment.UNIFORM_CORRUPTION: 0.5})}
+    rows = {row.id: row for row in _claims({experiment.EDITING: -0.5, experiment.UNIFORM_CORRUPTION: 0.5},
+                                           badness={experiment.BLOCK_CAUSAL: 1.0})}
     editing = rows["diffusion.llada2.editing_vs_none"]
     assert editing.kind == claims.FINDING and editing.paper == "LLaDA" and editing.verdict == "reproduced"
-    assert editing.high < 0 and "τ_edit" in editing.note
+    assert editing.low > 0 and "τ_edit" in editing.note
     corruption = rows["diffusion.diffusiongemma.uniform_vs_mask_corruption"]
     assert corruption.kind == claims.MEASUREMENT and corruption.low > 0  # uniform worse by construction here
+    assert "bound" in corruption.quantity and "human" in corruption.quantity
     configs = experiment.corruption_rows(SMOKE)
     assert configs[experiment.UNIFORM_CORRUPTION] == replace(configs[experiment.MASK_CORRUPTION], corruption="uniform")
     sampler = experiment.sampler_rows(SMOKE)
     assert sampler[experiment.EDITING] == replace(sampler[experiment.BLOCK_CAUSAL],
                                                   editing_threshold=SMOKE.editing_threshold)
+
+
+def test_the_judges_figure_draws_every_sampler_row_under_both_judges():
+    from helpers.papers.diffusion import figures
+
+    names = [*experiment.sampler_rows(SMOKE), experiment.TRUTH_ROW]
+    fig = figures.judges_figure(_scores({experiment.RANDOM: 0.5}), _mauve({experiment.RANDOM: 1.0}), names)
+    assert [label.get_text() for label in fig.axes[0].get_yticklabels()] == names[:-1]
+    assert "MAUVE" in fig.axes[1].get_title() and "perplexity" in fig.axes[0].get_title()
+    table = report.sampler_table(_scores({}), {}, _mauve({}))
+    assert table.loc[experiment.TRUTH_ROW, "MAUVE vs human"] == "reference"

@@ -82,11 +82,37 @@ def test_paper_sized_emat_extends_the_output_matrix_by_random_rows_and_is_timed_
                                big.phrase_matrix)  # seeded: the same matrix in every run
     completer = experiment.Completer(tiny_mlm, mechanism.build_emat(tiny_mlm, ["Mr. Darcy"]), tiny_gru(),
                                      mechanism.LengthClassifier(tiny_mlm.hidden_size), SETTINGS, max_steps=3)
-    latency = experiment.measure_latency(completer, ["It was [MASK] who spoke first.", "She met [MASK] there."],
-                                         methods=["mlm", "emat"], rounds=1, progress=False, paper_sized=big)
+    sentences = ["It was [MASK] who spoke first.", "She met [MASK] there."]
+    latency = experiment.measure_latency(completer, sentences, methods=["mlm", "emat"], trials=1, progress=False,
+                                         paper_sized=big)
     assert latency[experiment.PAPER_SIZED_ROWS] == 5_000
     assert len(latency["samples"][experiment.PAPER_SIZED]) == 2 and latency[experiment.PAPER_SIZED] > 0
     value, low, high, n = experiment.latency_ratio(latency, experiment.PAPER_SIZED, "forward", resamples=100)
     assert n == 2 and low <= value <= high
+    assert experiment.latency_method(latency).startswith("1 interleaved trials × 1 processes: bootstrap over sentences")
+    # two fresh processes of two trials each: every process times every sentence, and the interval nests them
+    several = experiment.measure_latency(completer, sentences, methods=["emat"], trials=2, processes=2, progress=False)
+    assert [len(run) for run in several["runs"]["emat"]] == [2, 2] and several["trials"] == 2
+    assert several["samples"]["emat"] == pytest.approx([sum(run[i] for run in several["runs"]["emat"]) / 2
+                                                        for i in range(2)])
+    value, low, high, n = experiment.latency_ratio(several, "emat", "forward", resamples=100)
+    assert n == 2 and low <= value <= high
+    assert "2 interleaved trials × 2 processes: t over process ratios" in experiment.latency_method(several)
+    with pytest.raises(ValueError, match="processes=0"):
+        experiment.measure_latency(completer, sentences, processes=0, progress=False)
     with pytest.raises(ValueError, match="rows=0"):
         experiment.paper_sized_emat(tiny_mlm, 0)
+
+
+def test_latency_ratios_nest_sentences_and_trials_in_processes():
+    """Two processes timing the same sentences: the ratio is the mean of the processes' ratios of medians, and its
+    interval at least as wide as the t interval over those ratios (run-to-run variance) and each process's own."""
+    from helpers import metrics
+
+    forward = [10.0, 10.5, 9.5, 10.2, 9.8]
+    runs = {"forward": [forward, forward], "gru": [[f * 2.0 for f in forward], [f * 2.4 for f in forward]]}
+    latency = {"runs": runs, "trials": 10, "samples": {name: [sum(v) / 2 for v in zip(*per)] for name, per in runs.items()}}
+    value, low, high, n = experiment.latency_ratio(latency, "gru", "forward", resamples=200)
+    assert value == pytest.approx(2.2) and n == 5
+    assert high - value >= metrics.mean_ci95([2.0, 2.4])[1] - 1e-9
+    assert "10 interleaved trials × 2 processes" in experiment.latency_method(latency)

@@ -126,7 +126,15 @@ def _rows(gru_hits=GRU_OVER_NAIVE, naive_like_mlm=True, emat_paper_ratio=1.04, e
                          latency=_latency(emat_paper_ratio),
                          curves={"emat": emat_curve, "emat_new_rows": new_rows_curve, "gru": FLAT},
                          phrase_tokens=[1] * 8 + [2] * 2, length_correct=[1, 0] * 20)
-    return {row.id: row for row in rows}
+    return {row.id: row for row in _as_study(rows)}
+
+
+def _as_study(rows):
+    """The run's rows as a study of three agreeing seeds combines them: one seed's trained row reaches no verdict,
+    and these tests check the report's per-row rules (baseline, budget check), which apply to a study's rows."""
+    from helpers import claims
+
+    return claims.combine_seeds({seed: rows for seed in range(3)})
 
 
 def test_every_row_is_declared_and_every_declaration_is_a_row():
@@ -161,7 +169,7 @@ def test_emat_over_the_gru_counts_only_once_the_gru_beats_naive_mtc_as_in_tables
     assert row.verdict == "inconclusive" and "not shown to work" in row.verdict_text
     assert "naive MTC at a@10" in report.CLAIMS["emat.table3.vs_gru.a1"].baseline_must_beat
     assert "75% of our 40 test labels are one token" in row.note and "6 of 10" in row.note
-    assert row.trained and row.plateau["curve"] == report.EMAT_CURVE and len(row.plateau["points"]) == len(FLAT)
+    assert row.trained and row.plateau["curve"].startswith(report.EMAT_CURVE) and len(row.plateau["points"]) == len(FLAT)
     assert weak["emat.table3.gru_vs_naive"].low < 0  # the comparison that decides it is a row of its own
     assert working["emat.table3.gru_vs_naive"].verdict == "reproduced"
     assert working["emat.table3.vs_gru.a1"].baseline_works is True
@@ -198,7 +206,7 @@ def test_a_trained_row_is_not_reproduced_only_once_emats_curve_stopped():
 def test_new_rows_only_counts_only_once_its_dev_a1_rose_over_training():
     learned = _rows(new_rows_curve=FLAT)["emat.ref.new_rows_only.unseen_a50"]
     assert learned.low > 0 and learned.baseline_works is True and learned.verdict == "reproduced"
-    assert learned.plateau["curve"] == report.EMAT_NEW_ROWS_CURVE
+    assert learned.plateau["curve"].startswith(report.EMAT_NEW_ROWS_CURVE)
     flat = _rows(new_rows_curve=FALLING)["emat.ref.new_rows_only.unseen_a50"]
     assert flat.low > 0 and flat.baseline_works is False and flat.verdict == "inconclusive"
     assert "from 6.7% to 6.0%" in flat.note

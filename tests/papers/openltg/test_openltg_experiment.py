@@ -1,7 +1,9 @@
 """Notebook 05's measurements (seed 002 §3.3 Fig. 2, §6.1 Fig. 5) and the run folder of Table 6's generations."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -81,6 +83,25 @@ def test_speed_ratios_divide_by_ar_at_the_same_length():
               for row in rows for seed in (0, 1)]
     assert experiment.speed_ratio_samples(seeded, 8, 128) == [6.0, 3.0]
     assert experiment.speed_ratios(seeded).loc["T=8", 128] == 4.5  # the median over seeds of the per-seed ratios
+    # two processes of the same two trials: one tuple of trial ratios per process, each trial against its own AR
+    processes = [dict(row, process=process, tokens_per_s=row["tokens_per_s"] * (1 + process * (row["method"] != "AR")))
+                 for row in seeded for process in (0, 1)]
+    assert experiment.speed_ratio_runs(processes, 8, 128) == ((6.0, 3.0), (12.0, 6.0))
+    assert experiment.speed_ratios(processes).loc["T=8", 128] == 6.0  # median over all four trials
+    with pytest.raises(ValueError, match="length=32"):
+        experiment.speed_ratio_runs(processes, 8, 32)
+
+
+def test_speed_ratio_interval_nests_trials_in_processes():
+    from helpers import metrics
+
+    value, low, high = experiment.speed_ratio_interval(((2.0, 2.2, 2.1), (3.0, 3.2, 3.1)))
+    assert value == pytest.approx(2.6)
+    process_half, trial_half = metrics.mean_ci95([2.1, 3.1])[1], metrics.mean_ci95([2.0, 2.2, 2.1])[1]
+    assert high - value == pytest.approx(math.hypot(process_half, trial_half))
+    assert experiment.speed_ratio_interval(((2.0, 2.2, 2.1),)) == pytest.approx(metrics.seed_interval([2.0, 2.2, 2.1]))
+    with pytest.raises(ValueError, match="runs"):
+        experiment.speed_ratio_interval(((2.0,),))
 
 
 def test_generations_land_in_a_folder_keyed_by_what_changes_them(tmp_path, monkeypatch):
@@ -93,7 +114,7 @@ def test_generations_land_in_a_folder_keyed_by_what_changes_them(tmp_path, monke
                 experiment.PromptExample("Emma smiled.", "She was handsome, clever and rich.")]
     systems = {"Ours": ["one", "two"], experiment.TRUTH_ROW: ["The wind rose.", "She was handsome"]}
     path = experiment.save_generations(examples, systems, base, profile, seed=0)
-    assert path.name == "generations.jsonl" and path.parent.name.startswith(experiment.GENERATIONS_RUN + "_")
+    assert path.name == "generations_2prompts_draw0.jsonl" and path.parent.name.startswith(experiment.GENERATIONS_RUN + "_")
     assert [json.loads(line) for line in path.read_text().splitlines()] == [
         {"prompt": "It was a dark night.", "Ours": "one", experiment.TRUTH_ROW: "The wind rose."},
         {"prompt": "Emma smiled.", "Ours": "two", experiment.TRUTH_ROW: "She was handsome"}]
@@ -102,3 +123,53 @@ def test_generations_land_in_a_folder_keyed_by_what_changes_them(tmp_path, monke
     for changed, seed in ((replace(base, target_length=9), 0), (replace(base, beta=1.5), 0), (base, 1),
                           (replace(base, batch_size=1), 0)):
         assert experiment.save_generations(examples, systems, changed, profile, seed=seed).parent != path.parent
+    # another draw, or another number of prompts, is another file in the same folder
+    other_draw = experiment.save_generations(examples, systems, replace(base, draws=3), profile, seed=0, draw=2)
+    fewer = experiment.save_generations(examples[:1], {name: texts[:1] for name, texts in systems.items()},
+                                        base, profile, seed=0)
+    assert other_draw.parent == fewer.parent == path.parent
+    assert (other_draw.name, fewer.name) == ("generations_2prompts_draw2.jsonl", "generations_1prompts_draw0.jsonl")
+    assert len(path.read_text().splitlines()) == 2  # the larger evaluation's file is left as it was
+    with pytest.raises(ValueError, match="draw=-1"):
+        experiment.save_generations(examples, systems, base, profile, seed=0, draw=-1)
+
+
+def test_the_evaluation_size_enters_no_run_key():
+    """More sampling draws or more prompts is a larger evaluation of the same runs: the MNTP adapter's run key
+    (notebook 02's trained folder) and Table 6's generations key stay the same, so nothing retrains or moves."""
+    from helpers import store, training
+
+    profile = profiles.get("smoke")
+    base = settings.SETTINGS["smoke"]
+    larger = replace(base, draws=base.draws + 3, num_prompts=base.num_prompts * 4, speed_trials=20, speed_processes=4)
+    assert experiment.GenerationsKey.of(larger, profile, seed=0) == experiment.GenerationsKey.of(base, profile, seed=0)
+    assert store.fingerprint(experiment.GenerationsKey.of(larger, profile, seed=0)) == \
+        store.fingerprint(experiment.GenerationsKey.of(base, profile, seed=0))
+    assert training.masked_lm_run_key(profile, larger.masked_lm) == training.masked_lm_run_key(profile, base.masked_lm)
+    fields = {field.name for field in dataclasses.fields(experiment.GenerationsKey)}
+    assert not fields & {"draws", "num_prompts", "speed_trials", "speed_processes"}
+
+
+def test_decoding_speed_repeats_its_interleaved_trials_in_fresh_processes():
+    """Two processes × two trials on the tiny random Llama: every setting is timed once per trial in each process, and
+    the ratios come back one tuple of trials per process."""
+    from helpers import models
+    from helpers.masked_lm import MNTPDecoder
+
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, dtype="float32", device="cpu", seed=0)
+    except models.MissingAssetError as error:
+        pytest.skip(f"the tiny model needs the embedded SmolLM2 tokenizer (run `make setup`): {error}")
+    backend = MNTPDecoder(model.eval(), tokenizer, tokenizer("_", add_special_tokens=False).input_ids[0],
+                          name=profiles.TINY_RANDOM_MODEL)
+    prompt = backend.encode("It was a dark night.", 4)
+    config = settings.SETTINGS["smoke"].decode_config()
+    rows = experiment.decoding_speed(backend, model, prompt, [6], [1, 2], config, seeds=[0, 1], processes=2)
+    assert sorted({(row["process"], row["seed"]) for row in rows}) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert len(rows) == 3 * 4 and all(row["tokens_per_s"] > 0 for row in rows)  # AR, T = 1, T = 2 per trial
+    runs = experiment.speed_ratio_runs(rows, 2, 6)
+    assert len(runs) == 2 and all(len(trials) == 2 for trials in runs)
+    with pytest.raises(ValueError, match="processes=0"):
+        experiment.decoding_speed(backend, model, prompt, [6], [1], config, processes=0)
+    with pytest.raises(ValueError, match="seeds is empty"):
+        experiment.decoding_speed(backend, model, prompt, [6], [1], config, seeds=[])

@@ -3,6 +3,7 @@ against sacrebleu and rouge-score, bootstrap intervals per cell and paired diffe
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -101,8 +102,9 @@ def test_sampling_draws_are_nested_in_their_prompts():
 def test_draws_sample_from_seeds_apart_and_one_draw_samples_as_before():
     from helpers.papers.openltg import settings as S
 
-    cpu = S.SETTINGS["cpu"]
-    assert cpu.draws == 1 and cpu.draw_seeds() == [cpu.seed]
+    one = replace(S.SETTINGS["cpu"], draws=1)
+    assert one.draw_seeds() == [one.seed]
+    assert S.SETTINGS["cpu"].draw_seeds()[0] == one.seed  # draw 0 of several samples as one draw does
     several = S.OpenLTGSettings(num_prompts=16, target_length=8, batch_size=4, max_prompt_tokens=8, draws=3)
     seeds = several.draw_seeds()
     assert seeds[0] == several.seed and len(set(seeds)) == 3
@@ -111,3 +113,37 @@ def test_draws_sample_from_seeds_apart_and_one_draw_samples_as_before():
     assert not set.intersection(*batch_seeds[:2]) and not set.intersection(batch_seeds[0], batch_seeds[2])
     with pytest.raises(ValueError, match="draws=0"):
         S.OpenLTGSettings(num_prompts=1, target_length=8, batch_size=1, max_prompt_tokens=8, draws=0)
+
+
+def test_every_draw_of_every_prompt_is_scored_and_the_draws_pool_within_prompts(monkeypatch):
+    try:
+        model, tokenizer = models.load_model(profiles.TINY_RANDOM_MODEL, device="cpu", dtype="float32")
+    except models.MissingAssetError as error:
+        pytest.skip(f"embedded tokenizer not fetched: {error}")
+    prompts = [f"Prompt number {i} says" for i in range(4)]
+    references = [f"the garden was green and the house number {i} was quiet" for i in range(4)]
+    first = {"Ours": [f"a garden {i} was green" for i in range(4)], "loop": ["the the the the the the"] * 4,
+             "truth": references}
+    second = {"Ours": [f"the house {i} was quiet near a garden" for i in range(4)], "loop": first["loop"],
+              "truth": references}
+    scored = []
+    real = experiment_table6.continuation_nlls
+    monkeypatch.setattr(experiment_table6, "continuation_nlls",
+                        lambda *args, desc="", **kwargs: scored.append(desc) or real(*args, desc=desc, **kwargs))
+    pooled = experiment_table6.evaluate_draws([first, second], prompts, model, tokenizer, references=references,
+                                              lr_n=2, resamples=200)
+    assert scored.count("PPL Ours") == 2 and scored.count("PPL truth") == 1  # a text the same in every draw: once
+    assert pooled.n == 4 and pooled.draws == 2 and "4 prompts × 2 sampling draws" in pooled.interval_method
+    assert np.isnan(pooled.values.loc["truth", "B-1"])  # the references themselves, in every draw
+    one = experiment_table6.evaluate_generations(first, prompts, model, tokenizer, references=references, lr_n=2,
+                                                 resamples=200)
+    other = experiment_table6.evaluate_generations(second, prompts, model, tokenizer, references=references, lr_n=2,
+                                                   resamples=200)
+    # R-L and D-4 are per-prompt means: pooled, each prompt carries its draws' mean, so the cell is the draws' mean
+    for metric in ("R-L", "D-4"):
+        expected = (one.values.loc["Ours", metric] + other.values.loc["Ours", metric]) / 2
+        assert pooled.values.loc["Ours", metric] == pytest.approx(expected)
+    assert pooled.values.loc["loop", "LR-2"] == one.values.loc["loop", "LR-2"]
+    assert one.draws == 1 and one.interval_method == "paired bootstrap over 4 prompts"
+    with pytest.raises(ValueError, match="draws is empty"):
+        experiment_table6.evaluate_draws([], prompts, model, tokenizer, references=references)

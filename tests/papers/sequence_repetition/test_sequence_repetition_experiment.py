@@ -191,7 +191,7 @@ def test_a_tagger_run_is_keyed_by_what_changes_the_trained_tagger_only(tmp_path,
                seed=0):
         return experiment.tagger_run(tagging, strategy, settings, model_name=model, seed=seed, run_prefix="key").path
 
-    same = [dataclasses.replace(settings, workers=2, threads=1, probe_max_iter=7, speed_trials=9, checkpoint_every=5)]
+    same = [dataclasses.replace(settings, workers=2, threads=1, probe_max_iter=7, speed_trials=9, speed_processes=3, checkpoint_every=5)]
     assert all(folder(settings=other) == folder() for other in same)
     # the test split is only scored: another (a larger) one finds the same run
     assert folder(tagging=dataclasses.replace(tagging, test=tagging.test[:1])) == folder()

@@ -1,4 +1,5 @@
-"""Sequence repetition's Table 2 (seed 003): speedups timed trial by trial, and the two §4.5 statements as rows."""
+"""Sequence repetition's Table 2 (seed 003): speedups timed trial by trial in one or more processes, and the two §4.5
+statements as rows."""
 import dataclasses
 
 import pytest
@@ -15,20 +16,53 @@ def test_speedups_come_with_one_value_per_trial_and_the_base_is_one(tiny):
     depth = models.num_layers(body)
     ids = torch.randint(3, 50, (3, 6))
     mask = torch.ones_like(ids)
-    speedups, seconds, per_trial = T2.measure_speedups(body, ids, mask, repeats=(0, 1), exits=[2, None],
-                                                       batch_size=2, trials=3, progress=False)
-    assert set(per_trial) == {(2, 0), (2, 1), (depth, 0), (depth, 1)}
-    assert all(len(values) == 3 and all(v > 0 for v in values) for values in per_trial.values())
-    assert per_trial[(depth, 0)] == (1.0, 1.0, 1.0)  # the base against itself, trial by trial
+    speedups, seconds, per_process = T2.measure_speedups(body, ids, mask, repeats=(0, 1), exits=[2, None],
+                                                         batch_size=2, trials=3, progress=False)
+    assert set(per_process) == {(2, 0), (2, 1), (depth, 0), (depth, 1)}
+    assert all(len(runs) == 1 and len(runs[0]) == 3 and all(v > 0 for v in runs[0]) for runs in per_process.values())
+    assert per_process[(depth, 0)] == ((1.0, 1.0, 1.0),)  # the base against itself, trial by trial
     assert speedups.loc[depth, 0] == pytest.approx(1.0)
     assert speedups.loc[2, 1] == pytest.approx(seconds.loc[depth, 0] / seconds.loc[2, 1])
     with pytest.raises(ValueError, match="trials"):
         T2.measure_speedups(body, ids, mask, repeats=(0,), exits=[None], batch_size=2, trials=0, progress=False)
+    with pytest.raises(ValueError, match="processes"):
+        T2.measure_speedups(body, ids, mask, repeats=(0,), exits=[None], batch_size=2, processes=0, progress=False)
+
+
+def test_speedups_repeat_their_trials_in_fresh_processes(tiny):
+    """Two processes: each times every configuration in its own interleaved trials (the base over itself is 1 in
+    every trial of both), and the interval nests the trials in the processes."""
+    body, _ = tiny
+    depth = models.num_layers(body)
+    ids = torch.randint(3, 50, (2, 5))
+    _, _, per_process = T2.measure_speedups(body, ids, torch.ones_like(ids), repeats=(0, 1), exits=[None],
+                                            batch_size=2, trials=2, processes=2, progress=False)
+    assert per_process[(depth, 0)] == ((1.0, 1.0), (1.0, 1.0))
+    assert len(per_process[(depth, 1)]) == 2 and all(len(trials) == 2 for trials in per_process[(depth, 1)])
+
+
+def test_speedup_interval_nests_trials_in_processes():
+    from helpers import metrics
+
+    runs = ((1.0, 1.2, 1.1), (1.4, 1.6, 1.5))
+    value, low, high = T2.speedup_interval(runs)
+    process_half = metrics.mean_ci95([1.1, 1.5])[1]
+    trial_half = metrics.mean_ci95([1.0, 1.2, 1.1])[1]  # both processes have the same spread
+    assert value == pytest.approx(1.3)
+    assert high - value == pytest.approx((process_half ** 2 + trial_half ** 2) ** 0.5)
+    # the process means' spread alone (run-to-run variance) is wider than either process's own trials
+    assert low < min(metrics.seed_interval(trials)[1] for trials in runs)
+    one = T2.speedup_interval(((1.0, 1.2, 1.1),))
+    assert one == pytest.approx(metrics.seed_interval([1.0, 1.2, 1.1]))  # one process: its trials' t interval
+    with pytest.raises(ValueError, match="per_process"):
+        T2.speedup_interval(((1.0,), (1.1, 1.2)))
 
 
 def _trials(depth, faster, matched, full_r1=(0.5, 0.52, 0.48)):
-    return {(scaled_exit_layer(19, depth), 1): faster, (scaled_exit_layer(24, depth), 2): matched,
-            (depth, 1): full_r1, (depth, 0): (1.0, 1.0, 1.0)}
+    """Per configuration two processes of trials: the given ones and the same shifted by 0.01."""
+    both = lambda trials: (tuple(trials), tuple(value + 0.01 for value in trials))  # noqa: E731
+    return {(scaled_exit_layer(19, depth), 1): both(faster), (scaled_exit_layer(24, depth), 2): both(matched),
+            (depth, 1): both(full_r1), (depth, 0): ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0))}
 
 
 def test_table2_rows_follow_the_rule_and_need_a_sane_timer_to_refute():
@@ -39,6 +73,7 @@ def test_table2_rows_follow_the_rule_and_need_a_sane_timer_to_refute():
     assert faster.threshold == 1.0 and faster.direction == 1
     assert matches.margin == report.SPEED_MARGIN and matches.margin_source.startswith("ours:")
     assert "1.00x" in matches.ours and not faster.confound
+    assert faster.n == 6 and "3 interleaved timing trials × 2 processes" in faster.method
     assert "1.51x" in faster.paper_value and "0.98x" in matches.paper_value  # Table 2's own cells
     # a CPU timing of a GPU table: the regime is declared on both rows, so neither can be decided, on either side
     assert all(row.regime == report.SPEED_REGIME and "GPU" in row.regime for row in rows)
