@@ -155,7 +155,7 @@ def judge_against_humans(systems: dict[str, list[str]], examples, judge_model, j
     """MAUVE of every sampler row against the human continuations of the same prompts (``systems[TRUTH_ROW]``), on
     the causal judge's features, all rows quantised together (:func:`.judge.mauve_judge`)."""
     return mauve_judge(systems, [example.prompt for example in examples], judge_model, judge_tokenizer,
-                       reference=TRUTH_ROW, seed=seed)
+                       reference=TRUTH_ROW, seed=seed, resamples=settings.mauve_resamples)
 
 
 def human_continuation_bounds(backends: dict[str, MaskedLM], prompts: Sequence[torch.Tensor], examples,

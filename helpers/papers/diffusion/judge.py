@@ -128,7 +128,7 @@ class MauveJudge:
     buckets: int
     reference: str
     resamples: int = 2000
-    _intervals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (name, seed) -> interval
+    _intervals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # row or pair -> interval
 
     def __post_init__(self):
         if self.reference not in self.labels:
@@ -161,10 +161,13 @@ class MauveJudge:
 
     def difference(self, first: str, second: str, *, seed: int = 0) -> tuple[float, float, float]:
         """``MAUVE(first) - MAUVE(second)`` with a paired bootstrap over prompts: each resample draws prompts once
-        and scores both rows, and the human row, on them."""
-        return metrics.bootstrap_interval(
-            range(self.n), lambda prompts: self.score(first, prompts) - self.score(second, prompts),
-            resamples=self.resamples, seed=seed)
+        and scores both rows, and the human row, on them; computed once per pair and seed (the judges' print and the
+        claims share it)."""
+        if ("-", first, second, seed) not in self._intervals:
+            self._intervals["-", first, second, seed] = metrics.bootstrap_interval(
+                range(self.n), lambda prompts: self.score(first, prompts) - self.score(second, prompts),
+                resamples=self.resamples, seed=seed)
+        return self._intervals["-", first, second, seed]
 
     def cell(self, name: str, *, seed: int = 0) -> str:
         """``value [low, high]`` for a table; the human row itself is the reference."""

@@ -54,6 +54,7 @@ class DiffusionSettings:
     bound_samples: int = 2  # Monte Carlo samples per block (LLaDA uses 128 for benchmarks)
     ratio_bins: int = 5  # accuracy by mask ratio
     mauve_margin: float = 0.1  # MAUVE (0..1) within which "makes little difference" claims hold
+    mauve_resamples: int = 2000  # bootstrap resamples of each MAUVE interval (the smoke profile checks the code path)
     accuracy_margin: float = 2.0  # points of masked-token accuracy the fine-tune may lose and still "keep" it
     seed: int = 0
     measured: bool = True  # False: these sizes have not been run yet
@@ -79,7 +80,8 @@ SETTINGS = {
                                step_grid=(2, 4), block_length=4, trace_length=8, trace_steps=4, trace_block=4,
                                timing_seeds=(0, 1),
                                fine_tune_steps=2, fine_tune_batch=2, fine_tune_seq_len=32, fine_tune_blocks=16,
-                               fine_tune_eval_blocks=2, eval_blocks=4, eval_block_tokens=16, ratio_bins=2),
+                               fine_tune_eval_blocks=2, eval_blocks=4, eval_block_tokens=16, ratio_bins=2,
+                               mauve_resamples=200),
     "cpu": DiffusionSettings(num_prompts=16, target_length=64, batch_size=16, max_prompt_tokens=32),
     "gpu": DiffusionSettings(num_prompts=200, target_length=128, batch_size=25, max_prompt_tokens=64, steps=64,
                              step_grid=(8, 16, 32, 64, 128), block_length=32, timing_seeds=tuple(range(10)),
