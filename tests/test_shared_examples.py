@@ -1,4 +1,4 @@
-"""Every study seed scores the same test examples (notebooks 03-06 at the smoke profile, data drawn without training):
+"""Every study seed scores the same test examples (notebooks 03-07 at the smoke profile, data drawn without training):
 the seeds' interval nests one set of examples (``metrics.seeds_with_examples_interval``), and a larger test split finds
 the same trained runs."""
 import dataclasses
@@ -61,3 +61,15 @@ def test_notebooks_05_and_06_draw_their_prompts_and_phrases_apart_from_the_study
     emat = [profiles.settings_for("emat", p) for p in (seed0, seed1)]
     assert emat[0].training.seed != emat[1].training.seed  # the heads follow the study seed ...
     assert store.fingerprint(emat[0].data) == store.fingerprint(emat[1].data)  # ... the phrase data (its cache key) do not
+
+
+def test_notebook_07_decodes_and_judges_the_same_prompts_and_human_continuations_under_every_study_seed():
+    """Notebook 07's prompts and their human continuations (MAUVE's reference) are drawn apart from the study seed,
+    which changes only the samplers' and the fine-tune's randomness."""
+    from helpers.papers import diffusion
+
+    seed0, seed1 = _profiles()
+    settings = [profiles.settings_for("diffusion", p) for p in (seed0, seed1)]
+    assert settings[0].seed != settings[1].seed  # the samplers' draws follow the study seed ...
+    examples = [diffusion.story_prompts("corpus", p.corpus, "test", s.num_prompts) for p, s in zip((seed0, seed1), settings)]
+    assert examples[0] == examples[1] and examples[0]  # ... the prompts and human continuations do not
