@@ -160,6 +160,26 @@ def look_state(values: Sequence[float], example_halves: Sequence[float], *, thre
                      distance=distance, examples_dominated=examples_dominated)
 
 
+def row_state(row, plan: SequentialPlan = SequentialPlan()) -> LookState | None:
+    """The :class:`LookState` of a study's combined trained row (:func:`helpers.claims.combine_seeds` at ``plan``'s
+    level), or None when more seeds cannot change it: it is decided, or blocked by what seeds do not fix
+    (:func:`helpers.claims.missing_for_verdict`: no check, a confound, another regime, a baseline not shown to work,
+    the contradicting side waiting for its training to be shown stopped). The examples' term is the combined
+    interval's, half² = seeds' half² + examples' half², both at the plan's level."""
+    from scipy import stats
+
+    from . import claims, metrics
+
+    if not (row.trained and row.verdict == "inconclusive" and row.seed_values and len(row.seed_values) > 1) \
+            or claims.missing_for_verdict(row):
+        return None
+    seeds_half = metrics.mean_ci95(list(row.seed_values), plan.level)[1]
+    examples_half = math.sqrt(max(((row.high - row.low) / 2) ** 2 - seeds_half ** 2, 0.0))
+    examples_95 = examples_half * float(stats.norm.ppf(0.975) / stats.norm.ppf((1 + plan.level) / 2))
+    return look_state(row.seed_values, [examples_95] * len(row.seed_values), threshold=row.threshold,
+                      margin=row.margin, plan=plan)
+
+
 def allocate(states: dict[str, Sequence[LookState]]) -> dict[str, str]:
     """Per notebook, what its next look gets: ``"seeds"`` while one of its undecided rows is neither futile nor
     examples-dominated; ``"examples"`` when its only live rows are examples-dominated; ``"stop"`` otherwise."""

@@ -19,7 +19,6 @@ Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -162,25 +161,11 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
 
 
 def _undecided_states(rows, plan) -> dict:
-    """The :class:`helpers.sequential.LookState` of each undecided trained row, by id: rows a verdict could still
-    reach with more seeds (a check, no confound or other regime, a working baseline, not already on the contradicting
-    side waiting for its training to be shown stopped, which more seeds cannot fix)."""
-    from scipy import stats
+    """The :func:`helpers.sequential.row_state` of each trained row more seeds could still decide, by id."""
+    from helpers import sequential
 
-    from helpers import claims, metrics, sequential
-
-    states = {}
-    for row in rows:
-        if not (row.trained and row.verdict == "inconclusive" and row.seed_values and len(row.seed_values) > 1) \
-                or claims.missing_for_verdict(row):
-            continue
-        # the examples' term of the combined interval: half² = seeds' half² + examples' half², both at the plan's level
-        seeds_half = metrics.mean_ci95(list(row.seed_values), plan.level)[1]
-        examples_half = math.sqrt(max(((row.high - row.low) / 2) ** 2 - seeds_half ** 2, 0.0))
-        examples_95 = examples_half * float(stats.norm.ppf(0.975) / stats.norm.ppf((1 + plan.level) / 2))
-        states[row.id or row.where] = sequential.look_state(row.seed_values, [examples_95] * len(row.seed_values),
-                                                            threshold=row.threshold, margin=row.margin, plan=plan)
-    return states
+    states = {row.id or row.where: sequential.row_state(row, plan) for row in rows}
+    return {row_id: state for row_id, state in states.items() if state is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
