@@ -694,8 +694,12 @@ def claims_dir(profile: str) -> Path:
 
 
 def study_dir(profile: str, seed: int) -> Path:
-    """Where one seed of a seed study writes its claims: ``runs/claims/<profile>/seed-<seed>/``."""
-    return claims_dir(profile) / f"seed-{int(seed)}"
+    """Where one seed of a seed study writes its claims: ``claims/study/<profile>/seed-<seed>/``, committed beside the
+    ledger (a few kilobytes per notebook), so a later look of the study, or a rebuild of the ledger, starts from them on
+    any machine, a fresh clone included; their provenance names the machine that computed them."""
+    from .paths import repo_root
+
+    return repo_root() / "claims" / "study" / profile / f"seed-{int(seed)}"
 
 
 def seed_fingerprint(profile: str, seed: int) -> str:
@@ -1459,9 +1463,29 @@ def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]], plan=None) -> list[C
         elif len(seeds) < STUDY_MIN_SEEDS:
             raise ValueError(f"{key}: a row that rests on training needs at least {STUDY_MIN_SEEDS} seeds; the study "
                              f"has {seeds}")
+        elif plan is None:
+            combined.append(_seed_combined(group, seeds))
         else:
-            combined.append(_seed_combined(group, seeds, plan))
+            combined.append(_first_decided_look(group, seeds, plan))
     return combined
+
+
+def _first_decided_look(group: Sequence[Claim], seeds: Sequence[int], plan) -> Claim:
+    """A trained row of a sequential study: read at each of ``plan``'s looks its seeds reach, in order (the first
+    ``count`` seeds), and kept at the first look whose reading decides it (:func:`verdict_of` not *inconclusive*): a
+    row that crossed the boundary stops there, and seeds run later for its notebook's other rows never re-read it.
+    An undecided row is read at the last look its seeds reach. ``len(seeds)`` must be one of the plan's looks."""
+    plan.look_number(len(seeds))  # the error names the plan's looks
+    for count in plan.looks:
+        if count > len(seeds):
+            break
+        row = _seed_combined(group[:count], seeds[:count], plan)
+        if count == len(seeds):
+            return row
+        if verdict_of(row) != "inconclusive":
+            return dataclasses.replace(row, method=f"{row.method}; decided there, so seeds {seeds[count]}.."
+                                                   f"{seeds[-1]} (run for other rows) are not read")
+    raise AssertionError("unreachable: the last look is len(seeds)")
 
 
 def study_provenance(origins: dict[int, dict], profile: str, plan=None) -> dict:

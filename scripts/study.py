@@ -1,7 +1,7 @@
 """The seed study: run notebooks once per seed and write the committed ledger from every seed's claims.
 
 Each seed runs the chosen notebooks under ``WORKBOOK_SEED=<seed>`` (the profile's seed: every run key that rests on it,
-so each seed trains and finds its own runs), writing its claims to ``runs/claims/<profile>/seed-<seed>/``. A (seed,
+so each seed trains and finds its own runs), writing its claims to ``claims/study/<profile>/seed-<seed>/`` (committed). A (seed,
 notebook) whose claims file is there, computed under the profile with that seed, is not run again: an interrupted
 study resumes where it stopped. Then each notebook's rows are combined over the seeds (``helpers.claims.combine_seeds``:
 a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
@@ -11,8 +11,10 @@ running kernel is shut down), names what finished, combines and gathers nothing,
 
 With ``--plan`` the study follows a plan fixed before it starts (``helpers.sequential``): looks after 3, then 5, then
 8 seeds under Pocock's boundary (every look's interval read at 97.8%, overall 5%), the cost of each look stated
-before it runs, and more seeds only for the notebooks that still have a row more seeds could decide; each notebook's
-rows are gathered at the look that stopped it, and say which look that was.
+before it runs, and more seeds only for the notebooks that still have a row more seeds could decide. Each row is kept at
+the first look that decided it and says which look that was; after every look the ledger is gathered as the study
+stands, so an interrupted study leaves the last finished look's ledger, and a rerun resumes from the committed
+per-seed files.
 
 Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2 | --plan [--looks 3 5 8]]
 """
@@ -155,7 +157,11 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
             print(f"[plan] look {look}, notebook {notebook}: {allocation[notebook]}"
                   + "".join(f"\n    {line}" for line in live), flush=True)
         stopped = [notebook for notebook in active if allocation[notebook] != "seeds" or count == plan.looks[-1]]
-        _gather(stopped, f"look {look} ({count} seeds) of notebooks {', '.join(stopped)}")
+        going_on = [notebook for notebook in active if notebook not in stopped]
+        # every notebook studied so far, so the ledger always holds the study as it stands: a stopped notebook at the
+        # look that stopped it; one going on at this look (its decided rows are final; the others wait for more seeds)
+        _gather(list(seeds_of), f"look {look} ({count} seeds): notebooks {', '.join(seeds_of)}"
+                + (f"; notebooks {', '.join(going_on)} go on to look {look + 1}" if going_on else ""))
         active, previous = [notebook for notebook in active if notebook not in stopped], count
     return _report_failed(failed)
 

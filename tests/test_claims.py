@@ -473,6 +473,27 @@ def test_a_trained_row_becomes_the_seed_mean_with_the_seed_spread_in_its_interva
     assert spread.high - spread.low > combined.high - combined.low and spread.verdict == "inconclusive"
 
 
+def test_a_sequential_study_keeps_each_row_at_the_first_look_that_decided_it():
+    """Pocock's plan stops a row at the first look whose interval crosses the boundary: seeds run later for the same
+    notebook's other rows never re-read it, even when they would pull it back across. An undecided row is read at the
+    last look its seeds reach, and a seed count that is no look of the plan is refused."""
+    from helpers import sequential
+
+    plan = sequential.SequentialPlan()
+    early = _seeds([5.0, 5.1, 5.2, -20.0, -20.0], half=0.05)  # decided at 3 seeds; five would straddle 0
+    late = _seeds([0.2, 1.0, 0.6, 0.9, 0.5], half=0.05, quantity="later gain")  # straddles at 3 seeds, decided at 5
+    rows = {seed: [early[seed][0], late[seed][0]] for seed in early}
+    first, second = claims.combine_seeds(rows, plan)
+    assert first.n_seeds == 3 and first.value == pytest.approx(5.1) and first.verdict == "reproduced"
+    assert "look 1 of 3" in first.method and "seeds 3..4 (run for other rows) are not read" in first.method
+    assert claims.verdict_of(claims.combine_seeds({seed: early[seed][:1] for seed in early})[0]) == "inconclusive"
+    assert second.n_seeds == 5 and "look 2 of 3" in second.method and second.verdict == "reproduced"
+    assert claims.verdict_of(claims.combine_seeds({seed: late[seed][:1] for seed in range(3)}, plan)[0]) == \
+        "inconclusive"
+    with pytest.raises(ValueError, match="looks after"):
+        claims.combine_seeds({seed: rows[seed] for seed in range(4)}, plan)
+
+
 def test_a_seed_study_refuses_what_it_cannot_average():
     with pytest.raises(ValueError, match="at least 3 seeds"):
         claims.combine_seeds(_seeds([2.0, 2.5]))
