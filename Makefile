@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 WORKBOOK_PROFILE ?=
 
-.PHONY: setup git-filter reproduce study test benchmark strip clean clean-runs
+.PHONY: setup git-filter reproduce study ledger test benchmark strip clean clean-runs
 
 setup: $(VENV)/.installed git-filter
 	$(PY) -m helpers.assets
@@ -46,6 +46,11 @@ STUDY_NOTEBOOKS ?= notebooks/02_mntp_vs_mtp.ipynb notebooks/03_magnet.ipynb note
 study: setup
 	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/study.py $(STUDY_NOTEBOOKS) \
 		$(if $(strip $(STUDY_SEEDS)),--seeds $(STUDY_SEEDS),--plan --looks $(STUDY_LOOKS))
+
+# The committed ledger rebuilt from the committed per-seed claims files (claims/study/cpu/): the looks they complete
+# are combined and gathered; no notebook runs.
+ledger: setup
+	WORKBOOK_PROFILE=cpu $(PY) scripts/study.py $(STUDY_NOTEBOOKS) --plan --looks $(STUDY_LOOKS) --rebuild
 
 test: setup
 	WORKBOOK_PROFILE=smoke $(PY) -m pytest tests notebooks --nbmake -q -p no:cacheprovider

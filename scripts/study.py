@@ -16,7 +16,9 @@ the first look that decided it and says which look that was; after every look th
 stands, so an interrupted study leaves the last finished look's ledger, and a rerun resumes from the committed
 per-seed files.
 
-Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2 | --plan [--looks 3 5 8]]
+Usage: WORKBOOK_PROFILE=cpu python scripts/study.py notebooks/02_*.ipynb ... [--seeds 0 1 2 | --plan [--looks 3 5 8]
+[--rebuild]]; ``--rebuild`` runs no notebook and rebuilds the ledger from the committed per-seed claims files
+(``make ledger``).
 """
 from __future__ import annotations
 
@@ -123,12 +125,18 @@ def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execu
     return _report_failed(failed)
 
 
-def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute) -> int:
+def _refuse_to_run(path, out_dir, timeout):
+    raise AssertionError("a rebuild runs no notebook")  # never reached: a rebuild stops before a look with seeds to run
+
+
+def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False) -> int:
     """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: looks after 3, 5 and 8
     seeds, Pocock's boundary): at each look, run the notebooks still allocated seeds (the cost stated first), combine
     every notebook at the plan's level, and allocate the next look (:func:`helpers.sequential.allocate`): a notebook
     continues while one of its trained rows is undecided, not futile and seeds-dominated. Each notebook's rows are
-    gathered at the look that stopped it. Returns the exit code."""
+    gathered at the look that stopped it. With ``rebuild``, no notebook runs: the looks whose seeds' claims files are
+    all there (committed under ``claims/study/``) are combined and gathered, and the study stops before the first look
+    that would need a notebook run. Returns the exit code."""
     from helpers import sequential
 
     plan = plan or sequential.SequentialPlan()
@@ -141,6 +149,16 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
         cost = sequential.look_cost([n for n in active if n in sequential.CPU_MINUTES_PER_SEED], count - previous)
         print(f"[plan] look {look}: seeds {previous}..{count - 1} of notebooks {', '.join(active)}; about "
               f"{cost:.0f} min at the cpu profile on 2 cores", flush=True)
+        if rebuild:
+            from helpers import claims
+
+            missing = [f"seed {seed} of {notebook}" for seed in range(count) for notebook in active
+                       if not claims.study_seed_is_done(_profile().name, seed, notebook)]
+            if missing:
+                print(f"[plan] rebuild: look {look} stops here; its claims files are not all there ({', '.join(missing)}"
+                      "); make study runs them", flush=True)
+                break
+            runner = _refuse_to_run
         look_failed = run_seeds([path for path in paths if path.name[:2] in active], list(range(count)), timeout, runner)
         if look_failed is None:
             return INTERRUPTED
@@ -154,6 +172,7 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
         allocation = sequential.allocate({notebook: list(found.values()) for notebook, found in states.items()})
         for notebook in active:
             live = [f"{row_id}: {state.reason}" for row_id, state in states[notebook].items()]
+            live += [f"{row_id}: {reason}" for row_id, reason in _still_moving(combined[notebook])]
             print(f"[plan] look {look}, notebook {notebook}: {allocation[notebook]}"
                   + "".join(f"\n    {line}" for line in live), flush=True)
         stopped = [notebook for notebook in active if allocation[notebook] != "seeds" or count == plan.looks[-1]]
@@ -164,6 +183,18 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
                 + (f"; notebooks {', '.join(going_on)} go on to look {look + 1}" if going_on else ""))
         active, previous = [notebook for notebook in active if notebook not in stopped], count
     return _report_failed(failed)
+
+
+def _still_moving(rows) -> list[tuple[str, str]]:
+    """The trained rows whose interval lies on the side that contradicts the paper while their held-out curve is not
+    shown to have stopped improving: more seeds cannot decide them, a longer run could. The plan does not extend
+    training (it would change every seed's run key, so the notebook's runs start again); it names these rows."""
+    from helpers import claims
+
+    blocked = "contradicting side, training not shown to have stopped"
+    return [(row.id or row.where, "on the contradicting side while its curve still moves: a longer run, not more "
+                                  "seeds, could decide it (the plan does not extend training)")
+            for row in rows if row.trained and row.verdict == "inconclusive" and claims.missing_for_verdict(row) == blocked]
 
 
 def _undecided_states(rows, plan) -> dict:
@@ -181,11 +212,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", action="store_true",
                         help="the sequential plan: looks after --looks seeds, Pocock's boundary, futility stops")
     parser.add_argument("--looks", type=int, nargs="+", default=None, help="the plan's looks (default 3 5 8)")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="with the plan: run no notebook; combine and gather the looks whose per-seed claims files "
+                             "are all there (the committed claims/study/), and stop before the first that needs a run")
     arguments = parser.parse_args(argv)
     paths = [Path(name).resolve() for name in arguments.notebooks]
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
         parser.error(f"notebooks not found: {missing}")
+    if arguments.rebuild and not (arguments.plan or arguments.looks):
+        parser.error("--rebuild rebuilds a sequential study: give it with --plan")
     if arguments.plan or arguments.looks:
         from helpers import sequential
 
@@ -193,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             plan = sequential.SequentialPlan(looks=tuple(arguments.looks or sequential.DEFAULT_LOOKS))
         except ValueError as error:
             parser.error(f"--looks: {error}")
-        return sequential_study(paths, plan)
+        return sequential_study(paths, plan, rebuild=arguments.rebuild)
     return study(paths, arguments.seeds)
 
 

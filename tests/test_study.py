@@ -121,3 +121,49 @@ def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(wor
     assert rows["05"].n_seeds == 5 and rows["05"].verdict == "reproduced" and "look 2 of 3" in rows["05"].method
     assert "97.8%" in rows["05"].method
     assert claims.provenance_problems() == []  # re-derived from the per-seed files under the recorded plan
+
+
+def _never_run(path, out_dir, timeout):
+    raise AssertionError(f"a rebuild ran {path.name}")
+
+
+def test_a_rebuild_gathers_the_ledger_from_the_per_seed_files_alone(workbook, load_script, capsys, monkeypatch):
+    """What a fresh clone does with the committed per-seed claims files (make ledger): no notebook runs, no trained
+    run is needed, and the ledger is the one the study gathered; with a seed's file gone the rebuild stops before that
+    look and says which file a run would make."""
+    import shutil
+
+    from helpers import sequential
+
+    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
+    study = load_script("study")
+    paths = [workbook / "notebooks" / "02_mntp_vs_mtp.ipynb", workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook([])) == 0
+    studied = claims.read_rows(claims.ledger_path())
+    assert claims.study_dir("cpu", 4) == workbook / "claims" / "study" / "cpu" / "seed-4"  # beside the ledger
+    shutil.rmtree(workbook / "runs")  # a fresh clone: no trained runs, no combined claims files
+    claims.ledger_path().unlink()
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
+    assert claims.read_rows(claims.ledger_path()) == studied
+    (claims.study_dir("cpu", 4) / "05.json").unlink()
+    capsys.readouterr()
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
+    assert "rebuild: look 2 stops here; its claims files are not all there (seed 4 of 05)" in capsys.readouterr().out
+
+
+def test_a_look_names_the_rows_a_longer_run_could_decide(load_script):
+    """A study row on the contradicting side whose held-out curve still rises is no case for more seeds: the look names
+    it as one a longer run could decide; the same row with a curve shown flat, or on the paper's side, is not named."""
+    study = load_script("study")
+    rising = claims.curve("held-out accuracy", [(step, 0.03 * step) for step in range(0, 101, 5)])
+    flat = claims.curve("held-out accuracy", [(step, 0.0 if step == 0 else 60.0) for step in range(0, 101, 5)])
+    row = dict(notebook="03", paper="000", where="Table 1", claim="the method helps", paper_value="+", ours="x",
+               method="bootstrap", n=50, trained=True, quantity="gain", direction=1, check="tests/test_study.py::t",
+               value=-1.0, low=-1.5, high=-0.5, n_seeds=3, seed_values=(-1.1, -1.0, -0.9))
+    moving = claims.Claim(**row, plateau=rising)
+    assert moving.verdict == "inconclusive"
+    assert [row_id for row_id, _ in study._still_moving([moving])] == ["Table 1"]
+    assert "a longer run, not more seeds" in study._still_moving([moving])[0][1]
+    assert study._still_moving([claims.Claim(**row, plateau=flat)]) == []  # shown stopped: not reproduced
+    assert claims.Claim(**row, plateau=flat).verdict == "not reproduced"
+    assert study._still_moving([claims.Claim(**{**row, "low": 0.5, "high": 1.5, "value": 1.0}, plateau=rising)]) == []

@@ -94,7 +94,7 @@ def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
     assert semi.margin == SMOKE.mauve_margin and semi.verdict == "reproduced"
     speed = next(row for row in rows if row.paper == "Fast-dLLM" and row.threshold == 1.0)
     # on the paper's side, but timed in another hardware regime than Fast-dLLM's A100: it cannot be decided
-    assert speed.low > 1.0 and speed.n_seeds == 3 and speed.regime
+    assert speed.low > 1.0 and speed.n == 3 and speed.n_seeds is None and speed.regime  # trials, not seeds
     assert speed.verdict == "inconclusive" and "another regime" in speed.verdict_text
     assert next(row for row in rows if row.kind == claims.MEASUREMENT).verdict == "inconclusive"
     bound = next(row for row in rows if row.where == "§5.1")
@@ -129,6 +129,7 @@ def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped()
     speed = _claims({}, ratios=(0.5, 0.55, 0.52), curve=STOPPED)
     slower = next(row for row in speed if row.id == "diffusion.fast_dllm.table1.cache_speedup")
     assert slower.high < 1.0 and slower.verdict == "inconclusive" and "another regime" in slower.verdict_text
+    assert slower.n == 3 and slower.n_seeds is None and not slower.seed_values  # timing trials are not study seeds
 
 
 def test_every_row_is_declared_and_every_declaration_is_emitted():
