@@ -1,9 +1,10 @@
 """The seed study: run notebooks once per seed and write the committed ledger from every seed's claims.
 
 Each seed runs the chosen notebooks under ``WORKBOOK_SEED=<seed>`` (the profile's seed: every run key that rests on it,
-so each seed trains and finds its own runs), writing its claims to ``claims/study/<profile>/seed-<seed>/`` (committed). A (seed,
-notebook) whose claims file is there, computed under the profile with that seed, is not run again: an interrupted
-study resumes where it stopped. Then each notebook's rows are combined over the seeds (``helpers.claims.combine_seeds``:
+so each seed trains and finds its own runs), writing its claims to ``claims/study/<profile>/seed-<seed>/`` (committed).
+A (seed, notebook) whose claims file is there, computed under the profile with that seed and by the notebook's current
+code, is not run again: an interrupted study resumes where it stopped. Then each notebook's rows are combined over the
+seeds (``helpers.claims.combine_seeds``:
 a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
 and gathered into ``claims/ledger_cpu.json`` and the README, marked as a study; a later single-seed ``make reproduce``
 keeps them and prints whether its values fall inside the study's prediction intervals. Ctrl-C stops the study at once (the
@@ -38,6 +39,21 @@ def _profile():
     return profiles.get(profiles.parse_profile_name(os.environ.get(profiles.ENV_VAR)))
 
 
+def _seed_done(profile: str, seed: int, notebook: str) -> bool:
+    """Whether seed ``seed`` of ``notebook`` need not run again: its claims file is there under the profile with that
+    seed and the notebook's parameters (:func:`helpers.claims.study_seed_is_done`), computed at a commit whose code for
+    the notebook is HEAD's (:func:`helpers.claims.code_changes`), since gathering refuses a seed computed by other
+    code; a committed per-seed file from older code is run again, not kept."""
+    import json
+
+    from helpers import claims
+
+    if not claims.study_seed_is_done(profile, seed, notebook):
+        return False
+    origin = json.loads((claims.study_dir(profile, seed) / f"{notebook}.json").read_text()).get("provenance") or {}
+    return claims.code_changes(origin.get("commit"), notebook) == []
+
+
 def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute):
     """Run ``paths`` once per seed under ``WORKBOOK_SEED`` (skipping a (seed, notebook) whose claims are there).
     Returns ``{(seed, notebook file): error}`` of the failed runs, or None when interrupted (reported)."""
@@ -52,7 +68,7 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
     for seed in seeds:
         for path in paths:
             notebook = path.name[:2]
-            if claims.study_seed_is_done(profile.name, seed, notebook):
+            if _seed_done(profile.name, seed, notebook):
                 print(f"[seed {seed}] {path.name}: done earlier", flush=True)
                 continue
             out_dir = runs_dir() / "notebooks" / f"seed-{seed}"
@@ -63,7 +79,7 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
                 error = runner(path, out_dir, timeout)
             except KeyboardInterrupt:
                 finished = [f"seed {s} {p.name[:2]}" for s in seeds for p in paths
-                            if claims.study_seed_is_done(profile.name, s, p.name[:2])]
+                            if _seed_done(profile.name, s, p.name[:2])]
                 print(f"\n[study] interrupted during seed {seed} {path.name}: finished "
                       f"{', '.join(finished) or 'none'}; nothing combined or gathered (rerun the study: finished "
                       "seeds are kept)", file=sys.stderr)
@@ -119,7 +135,7 @@ def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execu
     if failed is None:
         return INTERRUPTED
     done = [path.name[:2] for path in paths
-            if all(claims.study_seed_is_done(_profile().name, seed, path.name[:2]) for seed in seeds)]
+            if all(_seed_done(_profile().name, seed, path.name[:2]) for seed in seeds)]
     _combine(done, {notebook: list(seeds) for notebook in done})
     _gather(done, f"the seed study of notebooks {', '.join(done)} ({len(seeds)} seeds)")
     return _report_failed(failed)
@@ -153,10 +169,10 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
             from helpers import claims
 
             missing = [f"seed {seed} of {notebook}" for seed in range(count) for notebook in active
-                       if not claims.study_seed_is_done(_profile().name, seed, notebook)]
+                       if not _seed_done(_profile().name, seed, notebook)]
             if missing:
-                print(f"[plan] rebuild: look {look} stops here; its claims files are not all there ({', '.join(missing)}"
-                      "); make study runs them", flush=True)
+                print(f"[plan] rebuild: look {look} stops here; its claims files are not all there, or were computed by "
+                      f"other code ({', '.join(missing)}); make study runs them", flush=True)
                 break
             runner = _refuse_to_run
         look_failed = run_seeds([path for path in paths if path.name[:2] in active], list(range(count)), timeout, runner)

@@ -148,7 +148,8 @@ def test_a_rebuild_gathers_the_ledger_from_the_per_seed_files_alone(workbook, lo
     (claims.study_dir("cpu", 4) / "05.json").unlink()
     capsys.readouterr()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
-    assert "rebuild: look 2 stops here; its claims files are not all there (seed 4 of 05)" in capsys.readouterr().out
+    assert "rebuild: look 2 stops here; its claims files are not all there, or were computed by other code (seed 4 " \
+        "of 05)" in capsys.readouterr().out
 
 
 def test_a_look_names_the_rows_a_longer_run_could_decide(load_script):
@@ -167,3 +168,26 @@ def test_a_look_names_the_rows_a_longer_run_could_decide(load_script):
     assert study._still_moving([claims.Claim(**row, plateau=flat)]) == []  # shown stopped: not reproduced
     assert claims.Claim(**row, plateau=flat).verdict == "not reproduced"
     assert study._still_moving([claims.Claim(**{**row, "low": 0.5, "high": 1.5, "value": 1.0}, plateau=rising)]) == []
+
+
+def test_a_seed_computed_by_other_code_runs_again(workbook, load_script):
+    """Gathering refuses a seed computed at a commit whose code for the notebook differs from HEAD's, so the study
+    does not keep such a seed's committed file: it runs it again (a change outside the notebook's code keeps it)."""
+    study = load_script("study")
+    notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    calls = []
+    assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+    def commit(path, text):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        subprocess.run([*git, "add", "-A"], cwd=workbook, check=True, capture_output=True)
+        subprocess.run([*git, "commit", "-q", "-m", path.name], cwd=workbook, check=True, capture_output=True)
+
+    commit(workbook / "scripts" / "other.py", "x = 1\n")  # not notebook 02's code
+    calls.clear()
+    assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0 and calls == []
+    commit(workbook / "helpers" / "shared.py", "x = 1\n")  # a shared module: notebook 02's code changed
+    assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
+    assert calls == [(0, notebook.name), (1, notebook.name), (2, notebook.name)]

@@ -169,6 +169,19 @@ class MauveJudge:
                 resamples=self.resamples, seed=seed)
         return self._intervals["-", first, second, seed]
 
+    @property
+    def floor(self) -> float:
+        """The least MAUVE these buckets allow: a row whose texts share no bucket with the human texts (MAUVE of two
+        disjoint histograms, which depends on neither's shape)."""
+        disjoint = np.zeros((2, max(self.buckets, 2)))
+        disjoint[0, 0] = disjoint[1, 1] = 1.0
+        return mauve_of_histograms(disjoint[0], disjoint[1])
+
+    def shares_no_bucket(self, name: str) -> bool:
+        """Whether ``name``'s texts fall only in buckets no human text falls in: its MAUVE is :attr:`floor` however
+        its texts differ from another such row's, so the judge cannot rank two such rows."""
+        return not np.isin(self.labels[name], self.labels[self.reference]).any()
+
     def cell(self, name: str, *, seed: int = 0) -> str:
         """``value [low, high]`` for a table; the human row itself is the reference."""
         if name == self.reference:

@@ -413,8 +413,10 @@ def judged_by_humans(declared: ledger.Declared, scores, mauve: MauveJudge, first
     """A sampler comparison judged against the human continuations: ``MAUVE(first) - MAUVE(second)`` with its paired
     bootstrap over prompts, the judge's perplexity, D-4 and LR-5 beside it in ``ours``.
 
-    The confound rule: the causal judge's perplexity rewards repetition (:func:`_repetition_confound`), so it never
-    decides these rows; MAUVE does. The row carries the perplexity's confound (and is inconclusive for it) only
+    The confound rules: when neither row's texts share a bucket with the human texts, both score MAUVE's floor and
+    the judge cannot rank them (a difference of 0, or a match within any margin, would say nothing of the samplers),
+    so the row is confounded. The causal judge's perplexity rewards repetition (:func:`_repetition_confound`), so it
+    never decides these rows; MAUVE does. The row carries the perplexity's confound (and is inconclusive for it) only
     where MAUVE cannot decide the row either: then neither judge can."""
     value, low, high = mauve.difference(first, second)
     ppl, ppl_low, ppl_high = log_ppl_difference(scores, first, second)
@@ -423,6 +425,12 @@ def judged_by_humans(declared: ledger.Declared, scores, mauve: MauveJudge, first
             f"{scores.values.loc[first, 'D-4']:.1f} vs {scores.values.loc[second, 'D-4']:.1f}")
     method = f"paired bootstrap over {mauve.n} prompts (buckets fixed)"
     row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau)
+    if mauve.shares_no_bucket(first) and mauve.shares_no_bucket(second):
+        # both at the floor: a zero difference, or a match within any margin, holds whatever the samplers do
+        return declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
+                                 confound=f"MAUVE cannot rank these two: neither row's texts share a bucket with the "
+                                          f"human texts ({mauve.buckets} buckets), so both score its floor "
+                                          f"{mauve.floor:.3g}, whatever the samplers do")
     confound = _repetition_confound(scores, first, second)
     if confound and not ledger.interval_decides(row):
         row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,

@@ -132,6 +132,28 @@ def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped()
     assert slower.n == 3 and slower.n_seeds is None and not slower.seed_values  # timing trials are not study seeds
 
 
+def test_two_samplers_at_mauves_floor_are_not_judged_alike():
+    """Rows whose texts share no bucket with the human texts both score MAUVE's floor: their difference is 0 and a
+    "matches" claim would read reproduced whatever the samplers do. Planted: the block cache's two samplers off every
+    human bucket; the row is confounded (inconclusive). With one of them on a human bucket, the judge reads it."""
+    floored = {name: 0.0 for name in experiment.sampler_rows(SMOKE)}
+    labels = _mauve(floored).labels
+    for name in (experiment.BLOCK_CAUSAL, experiment.SEMI_AR):
+        labels[name] = np.full_like(labels[name], 5)  # a bucket no human text falls in
+    at_floor = judge.MauveJudge(labels, 6, experiment.TRUTH_ROW, resamples=200)
+    assert at_floor.shares_no_bucket(experiment.SEMI_AR) and not at_floor.shares_no_bucket(experiment.RANDOM)
+    assert at_floor.score(experiment.SEMI_AR) == pytest.approx(at_floor.floor) and at_floor.floor < 0.05
+    assert at_floor.difference(experiment.BLOCK_CAUSAL, experiment.SEMI_AR) == (0.0, 0.0, 0.0)
+    quality = report.CLAIMS["diffusion.fast_dllm.table1.cache_quality"]
+    row = report.judged_by_humans(quality, _scores({}), at_floor, experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
+    study = claims.combine_seeds({seed: [row] for seed in range(3)})[0]
+    assert study.verdict == "inconclusive" and "floor" in study.verdict_text
+    labels[experiment.SEMI_AR] = labels[experiment.TRUTH_ROW].copy()  # the human buckets: MAUVE 1, off the floor
+    read = judge.MauveJudge(labels, 6, experiment.TRUTH_ROW, resamples=200)
+    row = report.judged_by_humans(quality, _scores({}), read, experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
+    assert not row.confound and row.high < 0
+
+
 def test_every_row_is_declared_and_every_declaration_is_emitted():
     rows = _claims({experiment.RANDOM: 0.5})
     assert [row.id for row in rows] == list(report.CLAIMS)
