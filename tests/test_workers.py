@@ -83,8 +83,12 @@ def test_an_interrupt_cancels_the_queued_jobs_and_ends_the_running_ones_within_s
     script.write_text(INTERRUPTED_KERNEL)
     marks = tmp_path / "marks"
     marks.mkdir()
+    # a kernel leads its own process group, and starts with SIGINT's default action as Jupyter starts it: an ignored
+    # SIGINT that this test process may have inherited or been left with is not passed on (Python installs its
+    # KeyboardInterrupt handler only where SIGINT is not ignored at startup)
     kernel = subprocess.Popen([sys.executable, str(script), str(marks)], stdout=subprocess.PIPE, text=True,
-                              cwd=tmp_path, start_new_session=True)  # a kernel leads its own process group
+                              cwd=tmp_path, start_new_session=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while len(list(marks.iterdir())) < 2 and time.time() < deadline:
