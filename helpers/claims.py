@@ -693,13 +693,18 @@ def claims_dir(profile: str) -> Path:
     return runs_dir() / "claims" / profile
 
 
-def study_dir(profile: str, seed: int) -> Path:
+def study_dir(profile: str, seed: int, examples: int = 1) -> Path:
     """Where one seed of a seed study writes its claims: ``claims/study/<profile>/seed-<seed>/``, committed beside the
     ledger (a few kilobytes per notebook), so a later look of the study, or a rebuild of the ledger, starts from them on
-    any machine, a fresh clone included; their provenance names the machine that computed them."""
+    any machine, a fresh clone included; their provenance names the machine that computed them. An examples look
+    (``examples`` times the test examples, ``WORKBOOK_EXAMPLES``) writes to ``claims/study/<profile>/examples-x<k>/
+    seed-<seed>/``."""
     from .paths import repo_root
 
-    return repo_root() / "claims" / "study" / profile / f"seed-{int(seed)}"
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise ValueError(f"examples={examples!r} must be a whole number >= 1 (the examples look's scale)")
+    folder = repo_root() / "claims" / "study" / profile
+    return (folder if examples == 1 else folder / f"examples-x{examples}") / f"seed-{int(seed)}"
 
 
 def seed_fingerprint(profile: str, seed: int) -> str:
@@ -726,13 +731,21 @@ def _unreadable(path: Path, error: Exception) -> ValueError:
                       f"(WORKBOOK_PROFILE=<profile> python scripts/reproduce.py notebooks/<NN>_*.ipynb)")
 
 
-def read_table(path: Path) -> ResultTable:
-    """The result table one notebook wrote (``runs/claims/<profile>/<notebook>_<name>.json``)."""
-    path = Path(path)
+def _read_json(path: Path) -> dict:
     try:
-        payload = json.loads(path.read_text())
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise _unreadable(Path(path), error) from error
+
+
+def read_table(path: Path, payload: dict | None = None) -> ResultTable:
+    """The result table one notebook wrote (``runs/claims/<profile>/<notebook>_<name>.json``; ``payload``: its
+    content, already read)."""
+    path = Path(path)
+    payload = _read_json(path) if payload is None else payload
+    try:
         return ResultTable(**{field: payload[field] for field in ("notebook", "name", "title", "header", "rows", "note")})
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (KeyError, TypeError, ValueError) as error:
         raise _unreadable(path, error) from error
 
 
@@ -740,14 +753,11 @@ def read_checked_table(path: Path, profile: str) -> ResultTable:
     """A result table that may enter the committed tables: :func:`read_table`, after the claims' checks on the
     provenance it carries (:func:`check_provenance`: profile, commit and code, notebook parameters)."""
     path = Path(path)
-    entry = read_table(path)
-    try:
-        origin = json.loads(path.read_text()).get("provenance")
-    except (OSError, ValueError) as error:
-        raise _unreadable(path, error) from error
+    payload = _read_json(path)  # read once: the table, its provenance and its digest are of the same content
+    entry = read_table(path, payload)
     what = f"the rows of notebook {entry.notebook}'s result table {entry.name}"
-    check_provenance(origin, profile, entry.notebook, what=what)
-    check_digest(path, entry.notebook, what, _rerun(profile, entry.notebook))
+    check_provenance(payload.get("provenance"), profile, entry.notebook, what=what)
+    check_digest(path, entry.notebook, what, _rerun(profile, entry.notebook), payload)
     return entry
 
 
@@ -785,14 +795,12 @@ def _sealed_json(payload: dict) -> str:
     return json.dumps({**payload, "digest": content_digest(payload)}, indent=1, ensure_ascii=False) + "\n"
 
 
-def check_digest(path: Path, notebook: str, what: str, rerun: str) -> None:
-    """Refuse a claims file or result table whose content is not what the notebook wrote: no digest (an older
-    workbook's file, or one written by hand), or a digest its content no longer matches (edited since)."""
+def check_digest(path: Path, notebook: str, what: str, rerun: str, raw: dict | None = None) -> None:
+    """Refuse a claims file or result table whose content (``raw``, else read from ``path``) is not what the notebook
+    wrote: no digest (an older workbook's file, or one written by hand), or a digest its content no longer matches
+    (edited since)."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise _unreadable(path, error) from error
+    raw = _read_json(path) if raw is None else raw
     if "digest" not in raw:
         raise ProvenanceError(f"{what} ({path}) carry no digest of their content (an older workbook's file, or one "
                               f"written by hand), so an edit cannot be ruled out; {rerun}")
@@ -829,26 +837,27 @@ class ProvenanceError(ValueError):
 MNTP_MASK_TOKEN = "underscore"  # notebook 02's MASK_TOKEN as committed (MAGNET's "_" for LLaMA-2)
 
 
-def notebook_settings(notebook: str, profile) -> list:
+def notebook_settings(notebook: str, profile, examples: int = 1) -> list:
     """What notebook ``notebook``'s parameters cell registers beside the profile (``claims.parameters(notebook, cfg,
-    *these)``) as committed: its paper's settings for ``profile`` (``profiles.NOTEBOOK_PAPERS``); notebook 02's
-    masked-LM recipe and its mask token."""
+    *these)``) as committed: its paper's settings for ``profile`` (``profiles.NOTEBOOK_PAPERS``) with ``examples``
+    times their test examples (an examples look's); notebook 02's masked-LM recipe and its mask token."""
     from . import profiles, training
 
     profile = profiles.get(profile) if isinstance(profile, str) else profile
     if notebook == "02":
         return [training.masked_lm_recipe(profile), {"mask_token": MNTP_MASK_TOKEN}]
     paper = profiles.NOTEBOOK_PAPERS.get(notebook)
-    return [] if paper is None else [profiles.settings_for(paper, profile)]
+    return [] if paper is None else [profiles.settings_for(paper, profile, examples)]
 
 
-def expected_parameters(notebook: str, profile) -> str:
+def expected_parameters(notebook: str, profile, examples: int = 1) -> str:
     """The parameters fingerprint notebook ``notebook``'s claims must carry under ``profile`` (a Profile, e.g. one
-    seed of a study, or a name): what its parameters cell registers, unedited."""
+    seed of a study, or a name): what its parameters cell registers, unedited (at ``examples`` times its test
+    examples: a seed study's examples look)."""
     from . import profiles
 
     profile = profiles.get(profile) if isinstance(profile, str) else profile
-    return store.fingerprint([profile, *notebook_settings(notebook, profile)])
+    return store.fingerprint([profile, *notebook_settings(notebook, profile, examples)])
 
 
 def code_paths(notebook: str) -> list[str]:
@@ -887,13 +896,20 @@ def _check_code(origin: dict, profile, where: str, what: str, rerun: str) -> Non
     if changed:
         raise ProvenanceError(f"{what} were computed at commit {commit[:7]}, and notebook {where}'s code has changed "
                               f"since ({_files(changed)}); {rerun}")
-    expected = expected_parameters(where, profile)
+    expected = expected_parameters(where, profile, _examples_of(origin))
     if origin.get("parameters") != expected:
         found = origin.get("parameters")
         differs = (f"were computed under other notebook parameters (fingerprint {found}, the parameters cell's as "
                    f"committed is {expected})" if found else
                    "record no notebook parameters (claims.parameters in the parameters cell)")
         raise ProvenanceError(f"{what} {differs}; {rerun}")
+
+
+def _examples_of(origin: dict) -> int:
+    """The examples look a seed's claims were computed at (1: the notebook's own test examples); only a study seed's
+    provenance records one, so a single-seed run at another scale is refused (its parameters differ)."""
+    scale = origin.get("examples_scale", 1) if "study_seed" in origin else 1
+    return scale if isinstance(scale, int) and not isinstance(scale, bool) and scale >= 1 else 1
 
 
 def _rerun(profile: str, notebook: str) -> str:
@@ -929,6 +945,15 @@ def check_provenance(origin: dict | None, profile: str, where: str, *, code: boo
             if code:
                 _check_code(seed_origin, profiles.get(profile).replace(seed=int(seed)), where,
                             f"{what} (seed {seed} of its study)", restudy)
+        for scale, by_seed in sorted(_examples_study(origin).items()):
+            for seed, seed_origin in sorted(by_seed.items()):
+                if not isinstance(seed_origin, dict) or _examples_of(seed_origin) != scale or \
+                        seed_origin.get("profile_fingerprint") != seed_fingerprint(profile, seed):
+                    raise ProvenanceError(f"{what}'s seed study: seed {seed} at {scale}x the test examples was not "
+                                          f"computed under the profile with seed {seed} at that scale; {restudy}")
+                if code:
+                    _check_code(seed_origin, profiles.get(profile).replace(seed=int(seed)), where,
+                                f"{what} (seed {seed} of its study, at {scale}x the test examples)", restudy)
         return
     expected = store.fingerprint(profiles.get(profile))
     if origin.get("profile_fingerprint") != expected:
@@ -938,6 +963,17 @@ def check_provenance(origin: dict | None, profile: str, where: str, *, code: boo
                               f"by an older workbook; {rerun}")
     if code:
         _check_code(origin, profiles.get(profile), where, what, rerun)
+
+
+def _examples_study(origin: dict) -> dict[int, dict[int, dict]]:
+    """A study provenance's examples looks: scale -> seed -> that seed's provenance at that scale (``{}``: none); an
+    error when the entry is malformed."""
+    found = origin.get("examples_study", {})
+    try:
+        return {int(scale): {int(seed): each for seed, each in by_seed.items()} for scale, by_seed in found.items()}
+    except (AttributeError, TypeError, ValueError) as error:
+        raise ProvenanceError(f"a seed study's examples_study entry is malformed ({error}); run the study again "
+                              "(make study)") from error
 
 
 def _git(*arguments: str) -> str | None:
@@ -1058,8 +1094,8 @@ def record(rows: Iterable[Claim], notebook: str, profile, *, runs: dict | None =
     study_seed = profiles.study_seed()
     folder = claims_dir(origin["profile"])
     if study_seed is not None:  # one seed of a seed study: its own file, never the single-seed one
-        origin["study_seed"] = study_seed
-        folder = study_dir(origin["profile"], study_seed)
+        origin["study_seed"], origin["examples_scale"] = study_seed, profiles.examples_scale()
+        folder = study_dir(origin["profile"], study_seed, origin["examples_scale"])
     path = folder / f"{notebook}.json"
     store.write_text(path, _sealed_json({"notebook": notebook, "profile": origin["profile"], "provenance": origin,
                                          "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -1182,8 +1218,8 @@ def record_table(name: str, header: Sequence[str], rows: Sequence[Sequence[str]]
 
     folder = claims_dir(profile_name)
     if profiles.study_seed() is not None:  # one seed of a study: beside its claims (record_study takes the first seed's)
-        origin["study_seed"] = profiles.study_seed()
-        folder = study_dir(profile_name, profiles.study_seed())
+        origin["study_seed"], origin["examples_scale"] = profiles.study_seed(), profiles.examples_scale()
+        folder = study_dir(profile_name, profiles.study_seed(), origin["examples_scale"])
     path = folder / f"{entry.key}.json"
     store.write_text(path, _sealed_json({**entry.to_json(), "profile": profile_name, "provenance": origin,
                                          "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}))
@@ -1388,11 +1424,12 @@ def _row_key(row: Claim) -> tuple:
     return (row.id,) if row.id else (row.notebook, row.paper, row.where, row.quantity or row.claim)
 
 
-def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None) -> Claim:
+def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None, look: tuple[int, int] = (1, 1)) -> Claim:
     """One trained row from its per-seed rows: the seed mean, and a t interval over seeds with the examples nested
     (:func:`helpers.metrics.seeds_with_examples_interval`, each seed's half-width over the examples from its row).
     Its confound, baseline and note are recomputed from every seed (a seed's confound confounds the study; a
-    baseline works only if it worked on every seed), and its budget check judges the seed-mean held-out curve."""
+    baseline works only if it worked on every seed), and its budget check judges the seed-mean held-out curve. With
+    ``plan``, ``look`` is (which look of the plan this is, the examples scale its seeds' rows were scored at)."""
     from . import metrics
 
     first = group[0]
@@ -1422,8 +1459,10 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None) -> C
         baseline_works=works, confound="; ".join(confounds), note=note,
         ours=f"{_number(mean)} (mean of {len(group)} seeds; {each})",
         method=(f"t over {len(group)} training seeds, with {first.method} nested" + ("" if plan is None else
-                f"; look {plan.look_number(len(group))} of {len(plan.looks)} of a sequential plan, read at "
-                f"{100 * plan.level:.1f}% (Pocock, overall {100 * plan.alpha:g}%)")), plateau=plateau, mde=mde)
+                f"; look {look[0]} of {len(plan.looks)} of a sequential plan"
+                + (f", on {look[1]}x the test examples" if look[1] > 1 else "")
+                + f", read at {100 * plan.level:.1f}% (Pocock, overall {100 * plan.alpha:g}%)")),
+        plateau=plateau, mde=mde)
 
 
 def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]], plan=None) -> list[Claim]:
@@ -1431,102 +1470,173 @@ def combine_seeds(rows_by_seed: dict[int, Sequence[Claim]], plan=None) -> list[C
 
     A row that rests on training (``trained=True``) becomes the seed mean with :func:`_seed_combined`'s interval, its
     ``n_seeds`` and ``seed_values`` (its baseline works only if it worked on every seed), and needs at least
-    :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if it holds on every seed; any other row (it does not rest on the seed) is seed ``min``'s. The verdict follows by
-    the one rule. A claim missing from a seed, or found twice in one, is an error naming it and the seed. With
-    ``plan`` (a :class:`helpers.sequential.SequentialPlan` whose looks include the number of seeds), trained rows'
-    intervals are read at the plan's nominal level and say at which look they were computed."""
+    :data:`STUDY_MIN_SEEDS` seeds; a definition check holds only if it holds on every seed; any other row (it does not
+    rest on the seed) is seed ``min``'s. The verdict follows by the one rule. A claim missing from a seed, or found
+    twice in one, is an error naming it and the seed. With ``plan`` (a :class:`helpers.sequential.SequentialPlan`
+    whose looks include the number of seeds), trained rows are read at each of its looks the seeds reach, at the plan's
+    nominal level, and kept at the first that decides them (:func:`combine_study`)."""
     seeds = sorted(rows_by_seed)
     if not seeds:
         raise ValueError("rows_by_seed is empty; a seed study needs the rows of at least one seed")
+    schedule = ((len(seeds), 1),) if plan is None else plan.seeds_schedule(len(seeds))
+    return combine_study({(1, seed): rows for seed, rows in rows_by_seed.items()}, schedule, plan)
+
+
+def combine_study(rows: dict[tuple[int, int], Sequence[Claim]], schedule: Sequence[tuple[int, int]],
+                  plan=None) -> list[Claim]:
+    """A seed study's rows from each (examples scale, seed)'s rows, read at the looks of ``schedule``: each look is
+    (seeds, examples scale), its first ``seeds`` seeds' rows scored at that scale (an examples look scores the same
+    trained runs on ``scale`` times the test examples). Each trained row is kept at the first look that decides it
+    (:func:`verdict_of` not *inconclusive*), so seeds or examples run later for its notebook's other rows never re-read
+    it; an undecided row is read at the last look. Rows that do not rest on training, and definition checks, come
+    from the first look's seeds (an examples look re-reads only the trained rows the plan's boundary covers). Without
+    ``plan``, ``schedule`` is one look read at 95%."""
+    if plan is None:
+        if len(schedule) != 1:
+            raise ValueError(f"schedule={list(schedule)!r}: a study without a plan has one look")
+        schedule = tuple((int(count), int(scale)) for count, scale in schedule)
+    else:
+        schedule = plan.check_schedule(schedule)
+    seeds_at = {scale: sorted(seed for found, seed in rows if found == scale) for scale in {scale for _, scale in schedule}}
+    for count, scale in schedule:
+        if len(seeds_at[scale]) < count:
+            raise ValueError(f"schedule={list(schedule)!r}: its look of {count} seeds at {scale}x the test examples "
+                             f"has the rows of seeds {seeds_at[scale]} only")
+    first_scale, first_seeds = schedule[0][1], seeds_at[schedule[0][1]][:schedule[0][0]]
     keyed = {}
-    for seed in seeds:
-        keyed[seed] = {}
-        for row in rows_by_seed[seed]:
-            if _row_key(row) in keyed[seed]:
-                raise ValueError(f"seed {seed} has two rows for {_row_key(row)}; give them distinct quantity= names")
-            keyed[seed][_row_key(row)] = row
-    order = [_row_key(row) for row in rows_by_seed[seeds[0]]]
-    for seed in seeds:
-        unknown = sorted(set(keyed[seed]) - set(order), key=str)
-        missing = [key for key in order if key not in keyed[seed]]
+    for where, found in rows.items():
+        keyed[where] = {}
+        for row in found:
+            if _row_key(row) in keyed[where]:
+                raise ValueError(f"seed {where[1]}{_scale_text(where[0])} has two rows for {_row_key(row)}; give them "
+                                 "distinct quantity= names")
+            keyed[where][_row_key(row)] = row
+    order = [_row_key(row) for row in rows[(first_scale, first_seeds[0])]]
+    for where in sorted(keyed):
+        unknown = sorted(set(keyed[where]) - set(order), key=str)
+        missing = [key for key in order if key not in keyed[where]]
         if unknown or missing:
-            raise ValueError(f"seed {seed}'s rows differ from seed {seeds[0]}'s: missing {missing}, extra {unknown}; "
-                             "every seed must run the same notebook under the same settings")
+            raise ValueError(f"seed {where[1]}{_scale_text(where[0])}'s rows differ from seed {first_seeds[0]}'s: "
+                             f"missing {missing}, extra {unknown}; every seed must run the same notebook under the "
+                             "same settings")
     combined = []
     for key in order:
-        group = [keyed[seed][key] for seed in seeds]
+        group = [keyed[(first_scale, seed)][key] for seed in first_seeds]
         first = group[0]
         if first.kind == DEFINITION:
             combined.append(next((row for row in group if not row.holds), first))
         elif not first.trained:
             combined.append(first)
-        elif len(seeds) < STUDY_MIN_SEEDS:
+        elif schedule[-1][0] < STUDY_MIN_SEEDS:
             raise ValueError(f"{key}: a row that rests on training needs at least {STUDY_MIN_SEEDS} seeds; the study "
-                             f"has {seeds}")
+                             f"has {schedule[-1][0]}")
         elif plan is None:
-            combined.append(_seed_combined(group, seeds))
+            combined.append(_seed_combined(group, first_seeds))
         else:
-            combined.append(_first_decided_look(group, seeds, plan))
+            looks = [([keyed[(scale, seed)][key] for seed in seeds_at[scale][:count]], seeds_at[scale][:count], scale)
+                     for count, scale in schedule]
+            combined.append(_first_decided_look(looks, plan))
     return combined
 
 
-def _first_decided_look(group: Sequence[Claim], seeds: Sequence[int], plan) -> Claim:
-    """A trained row of a sequential study: read at each of ``plan``'s looks its seeds reach, in order (the first
-    ``count`` seeds), and kept at the first look whose reading decides it (:func:`verdict_of` not *inconclusive*): a
-    row that crossed the boundary stops there, and seeds run later for its notebook's other rows never re-read it.
-    An undecided row is read at the last look its seeds reach. ``len(seeds)`` must be one of the plan's looks."""
-    plan.look_number(len(seeds))  # the error names the plan's looks
-    for count in plan.looks:
-        if count > len(seeds):
-            break
-        row = _seed_combined(group[:count], seeds[:count], plan)
-        if count == len(seeds):
+def _scale_text(scale: int) -> str:
+    return "" if scale == 1 else f" (at {scale}x the test examples)"
+
+
+def _first_decided_look(looks: Sequence[tuple[Sequence[Claim], Sequence[int], int]], plan) -> Claim:
+    """A trained row of a sequential study read at each of its ``looks`` in order ((its rows, their seeds, the examples
+    scale) each), kept at the first whose reading decides it (:func:`verdict_of` not *inconclusive*): a row that
+    crossed the boundary stops there, and seeds or examples run later for its notebook's other rows never re-read it.
+    An undecided row is read at the last look."""
+    for number, (group, seeds, scale) in enumerate(looks, start=1):
+        row = _seed_combined(group, seeds, plan, (number, scale))
+        if number == len(looks):
             return row
         if verdict_of(row) != "inconclusive":
-            return dataclasses.replace(row, method=f"{row.method}; decided there, so seeds {seeds[count]}.."
-                                                   f"{seeds[-1]} (run for other rows) are not read")
-    raise AssertionError("unreachable: the last look is len(seeds)")
+            later = []
+            for (_, before, _), (_, found, found_scale) in zip(looks[number - 1:], looks[number:]):
+                added = found[len(before):] if len(found) > len(before) else found
+                later.append(f"seeds {added[0]}..{added[-1]}{_scale_text(found_scale)}")
+            return dataclasses.replace(row, method=f"{row.method}; decided there, so {'; '.join(later)} (run for "
+                                                   "other rows) are not read")
+    raise AssertionError("unreachable: the last look returns")
 
 
-def study_provenance(origins: dict[int, dict], profile: str, plan=None) -> dict:
+def study_provenance(origins: dict[int, dict], profile: str, plan=None, schedule=None,
+                     examples: dict[int, dict[int, dict]] | None = None) -> dict:
     """The provenance of a seed study's rows: each seed's own, under ``study`` (``check_provenance`` verifies each
-    against the profile with that seed), and the seeds."""
+    against the profile with that seed), and the seeds; an examples look's seeds under ``examples_study`` (scale ->
+    seed -> provenance); with ``plan``, the plan and the ``schedule`` of looks read ((seeds, examples scale) each)."""
     from . import profiles
 
     first = origins[min(origins)]
-    return {"profile": profile, "profile_fingerprint": store.fingerprint(profiles.get(profile)),
-            "seeds": sorted(int(seed) for seed in origins), "study": {str(seed): origins[seed] for seed in sorted(origins)},
-            "commit": first.get("commit"), "dirty": any(origin.get("dirty") for origin in origins.values()),
-            "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter"),
-            **({} if plan is None else {"plan": {"looks": list(plan.looks), "alpha": plan.alpha}})}
+    everyone = list(origins.values()) + [each for by_seed in (examples or {}).values() for each in by_seed.values()]
+    found = {"profile": profile, "profile_fingerprint": store.fingerprint(profiles.get(profile)),
+             "seeds": sorted(int(seed) for seed in origins), "study": {str(seed): origins[seed] for seed in sorted(origins)},
+             "commit": first.get("commit"), "dirty": any(origin.get("dirty") for origin in everyone),
+             "machine": first.get("machine"), "mntp_adapter": first.get("mntp_adapter")}
+    if examples:
+        found["examples_study"] = {str(scale): {str(seed): by_seed[seed] for seed in sorted(by_seed)}
+                                   for scale, by_seed in sorted(examples.items())}
+    if plan is not None:
+        schedule = plan.seeds_schedule(len(origins)) if schedule is None else plan.check_schedule(schedule)
+        found["plan"] = {"looks": list(plan.looks), "alpha": plan.alpha, "examples_factor": plan.examples_factor,
+                         "schedule": [list(look) for look in schedule]}
+    return found
 
 
-def study_seed_is_done(profile: str, seed: int, notebook: str) -> bool:
-    """Whether seed ``seed``'s claims of ``notebook`` are in :func:`study_dir`, computed under the profile with that
-    seed and under the notebook's current parameters (:func:`expected_parameters`): what lets an interrupted study resume
-    without redoing a finished seed, and never keeps a seed computed under settings since changed."""
+def study_seed_is_done(profile: str, seed: int, notebook: str, examples: int = 1) -> bool:
+    """Whether seed ``seed``'s claims of ``notebook`` (at ``examples`` times its test examples) are in
+    :func:`study_dir`, computed under the profile with that seed, under the notebook's current parameters
+    (:func:`expected_parameters`) and at a commit whose code for the notebook is HEAD's (:func:`code_changes`): what
+    lets an interrupted study resume without redoing a finished seed, and never keeps a seed computed under settings
+    or code since changed (gathering would refuse it)."""
     from . import profiles
 
-    path = study_dir(profile, seed) / f"{notebook}.json"
+    path = study_dir(profile, seed, examples) / f"{notebook}.json"
     if not path.exists():
         return False
     origin = _read_payload(path).get("provenance") or {}
-    if origin.get("profile_fingerprint") != seed_fingerprint(profile, seed):
+    if origin.get("profile_fingerprint") != seed_fingerprint(profile, seed) or _examples_of(origin) != examples:
         return False
     seeded = profiles.get(profile).replace(seed=int(seed))
-    return origin.get("parameters") == expected_parameters(notebook, seeded)
+    return origin.get("parameters") == expected_parameters(notebook, seeded, examples) and \
+        code_changes(origin.get("commit"), notebook) == []
 
 
-def record_study(profile: str, seeds: Sequence[int], notebook: str, plan=None) -> list[Claim]:
-    """Combine ``notebook``'s per-seed claims (:func:`combine_seeds`, at ``plan``'s level when given) into its claims
-    file ``runs/claims/<profile>/<notebook>.json``, with :func:`study_provenance`; returns the combined rows."""
-    payloads = {int(seed): _read_payload(study_dir(profile, seed) / f"{notebook}.json") for seed in seeds}
-    rows = combine_seeds({seed: payload["claims"] for seed, payload in payloads.items()}, plan)
-    origin = study_provenance({seed: payload["provenance"] for seed, payload in payloads.items()}, profile, plan)
+def _study_payloads(profile: str, notebook: str, seeds: Sequence[int], schedule) -> dict[tuple[int, int], dict]:
+    """Each (examples scale, seed)'s claims file a study reads: ``seeds`` at scale 1, and each examples look's first
+    seeds at its scale."""
+    wanted = {(1, int(seed)) for seed in seeds}
+    wanted |= {(scale, seed) for count, scale in (schedule or ()) if scale > 1 for seed in range(count)}
+    return {where: _read_payload(study_dir(profile, where[1], where[0]) / f"{notebook}.json") for where in sorted(wanted)}
+
+
+def _combined_from(payloads: dict[tuple[int, int], dict], profile: str, plan, schedule) -> tuple[list[Claim], dict]:
+    rows = {where: payload["claims"] for where, payload in payloads.items()}
+    if plan is None:
+        rows = combine_seeds({seed: found for (scale, seed), found in rows.items()})
+    else:
+        schedule = plan.seeds_schedule(len([1 for scale, _ in payloads if scale == 1])) if schedule is None else schedule
+        rows = combine_study(rows, schedule, plan)
+    origins = {seed: payload["provenance"] for (scale, seed), payload in payloads.items() if scale == 1}
+    examples = {}
+    for (scale, seed), payload in payloads.items():
+        if scale > 1:
+            examples.setdefault(scale, {})[seed] = payload["provenance"]
+    return rows, study_provenance(origins, profile, plan, schedule, examples)
+
+
+def record_study(profile: str, seeds: Sequence[int], notebook: str, plan=None, schedule=None) -> list[Claim]:
+    """Combine ``notebook``'s per-seed claims (:func:`combine_seeds`, at ``plan``'s level when given; with
+    ``schedule``, the plan's looks as run, examples looks included: :func:`combine_study`) into its claims file
+    ``runs/claims/<profile>/<notebook>.json``, with :func:`study_provenance`; returns the combined rows."""
+    payloads = _study_payloads(profile, notebook, seeds, schedule)
+    rows, origin = _combined_from(payloads, profile, plan, schedule)
     store.write_text(claims_dir(profile) / f"{notebook}.json",
                      _rows_to_json(rows, notebook=notebook, profile=profile, provenance=origin,
                                    written=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")))
-    for found in sorted(study_dir(profile, min(payloads)).glob(f"{notebook}_*.json")):  # the first seed's tables
+    for found in sorted(study_dir(profile, min(seeds)).glob(f"{notebook}_*.json")):  # the first seed's tables
         store.write_text(claims_dir(profile) / found.name, found.read_text())
     return rows
 
@@ -1537,23 +1647,30 @@ def rederive_study(payload: dict, profile: str, notebook: str) -> None:
     gone or rerun since."""
     restudy = f"run its seed study again (python scripts/study.py notebooks/{notebook}_*.ipynb)"
     seeds = sorted(int(seed) for seed in payload["provenance"]["study"])
-    files = {seed: study_dir(profile, seed) / f"{notebook}.json" for seed in seeds}
+    files = {(1, seed): study_dir(profile, seed) / f"{notebook}.json" for seed in seeds}
+    for scale, by_seed in _examples_study(payload["provenance"]).items():
+        files.update({(scale, seed): study_dir(profile, seed, scale) / f"{notebook}.json" for seed in by_seed})
     missing = [str(path) for path in files.values() if not path.exists()]
     if missing:
         raise ProvenanceError(f"notebook {notebook}'s seed study cannot be re-derived: {_files(missing)} missing; "
                               f"{restudy}")
-    for seed, path in files.items():
-        check_digest(path, notebook, f"notebook {notebook}'s claims of seed {seed}", restudy)
-    payloads = {seed: _read_payload(path) for seed, path in files.items()}
+    for (scale, seed), path in files.items():
+        check_digest(path, notebook, f"notebook {notebook}'s claims of seed {seed}{_scale_text(scale)}", restudy)
+    payloads = {where: _read_payload(path) for where, path in sorted(files.items())}
     recorded = payload["provenance"].get("plan")
-    plan = None
+    plan = schedule = None
     if recorded is not None:
         from .sequential import SequentialPlan
 
-        plan = SequentialPlan(looks=tuple(recorded["looks"]), alpha=float(recorded["alpha"]))
-    rows = combine_seeds({seed: found["claims"] for seed, found in payloads.items()}, plan)
-    origin = json.loads(json.dumps(study_provenance({seed: found["provenance"] for seed, found in payloads.items()},
-                                                    profile, plan)))
+        try:
+            plan = SequentialPlan(looks=tuple(recorded["looks"]), alpha=float(recorded["alpha"]),
+                                  examples_factor=int(recorded.get("examples_factor", 2)))
+            schedule = tuple(tuple(look) for look in recorded["schedule"]) if "schedule" in recorded else None
+        except (KeyError, TypeError, ValueError) as error:
+            raise ProvenanceError(f"notebook {notebook}'s seed-study file records a malformed plan ({error}); "
+                                  f"{restudy}") from error
+    rows, origin = _combined_from(payloads, profile, plan, schedule)
+    origin = json.loads(json.dumps(origin))
     differ = [row.id or row.where for row, derived in zip(payload["claims"], rows) if row != derived]
     if len(rows) != len(payload["claims"]) or differ or origin != payload["provenance"]:
         what = (f"rows {_files(differ)}" if differ else "its rows" if len(rows) != len(payload["claims"])
@@ -1865,11 +1982,13 @@ def provenance_problems(path: Path | None = None) -> list[str]:
             if origin.get("seeds") != seeds:
                 problems.append(f"notebook {notebook}: its provenance's seeds {origin.get('seeds')} are not its "
                                 f"study's {seeds}")
+            # a sequential study keeps each row at the look that decided it: any look's seed count is the study's
+            looks = {len(seeds)} | {int(look[0]) for look in (origin.get("plan") or {}).get("schedule", [])}
             counted = sorted({row.n_seeds for row in payload["claims"] if row.notebook == notebook and row.n_seeds}
-                             - {len(seeds)})
+                             - looks)
             if counted:
-                problems.append(f"notebook {notebook}: rows averaged over {counted} seeds, but its study has "
-                                f"{len(seeds)} ({seeds})")
+                problems.append(f"notebook {notebook}: rows averaged over {counted} seeds, but its study's looks read "
+                                f"{sorted(looks)} of its seeds {seeds}")
     return problems
 
 

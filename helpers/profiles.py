@@ -30,6 +30,9 @@ DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 TINY_RANDOM_MODEL = "tiny-random:llama"
 MODEL_VAR = "WORKBOOK_MODEL"  # random:<shape>: random weights of a real shape in place of the profile's model
+# A seed study's examples look: every notebook's test-example sizes (its paper settings' EXAMPLE_SIZES) times this
+# whole number, on the same trained runs (scripts/study.py sets it; unset: 1)
+EXAMPLES_VAR = "WORKBOOK_EXAMPLES"
 RANDOM_PREFIX = "random:"
 # The random-weight models: the shape each one has (helpers.memory.KNOWN_SHAPES holds the sizes).
 RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
@@ -133,6 +136,38 @@ def dtype_override() -> str | None:
     return name
 
 
+def examples_scale() -> int:
+    """``WORKBOOK_EXAMPLES``: how many times its test-example sizes each notebook scores (1 when unset or blank); an
+    error names the variable."""
+    raw = _setting(EXAMPLES_VAR)
+    if raw is None:
+        return 1
+    try:
+        scale = int(raw.strip())
+    except ValueError:
+        scale = 0
+    if scale < 1:
+        raise ValueError(f"{EXAMPLES_VAR}={raw!r} must be a whole number >= 1 (how many times each notebook's test "
+                         "examples, prompts and draws it scores), or unset for 1")
+    return scale
+
+
+def scale_examples(settings, scale: int, paper: str):
+    """``settings`` (a paper's settings) with each of its test-example sizes times ``scale``: the fields its settings
+    module names in ``EXAMPLE_SIZES`` (test sentences, passages, prompts, sampling draws). None of them keys a trained
+    run, so a larger evaluation scores the same runs on more examples. A size of None ("all") stays None."""
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"scale={scale!r} must be a whole number >= 1")
+    if scale == 1:
+        return settings
+    names = getattr(importlib.import_module(f"helpers.papers.{paper}.settings"), "EXAMPLE_SIZES", ())
+    if not names:
+        raise ValueError(f"{EXAMPLES_VAR}={scale}: paper={paper!r} names no test-example sizes (EXAMPLE_SIZES in "
+                         f"helpers/papers/{paper}/settings.py), so its evaluation cannot grow; unset {EXAMPLES_VAR}")
+    grown = {name: None if getattr(settings, name) is None else getattr(settings, name) * scale for name in names}
+    return dataclasses.replace(settings, **grown)
+
+
 def is_random_model(name) -> bool:
     """Whether ``name`` (a model name, or a :class:`Profile`) is random weights of a real shape (``random:...``)."""
     name = name.model_name if isinstance(name, Profile) else name
@@ -180,12 +215,13 @@ NOTEBOOK_PAPERS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition",
                    "07": "diffusion"}
 
 
-def settings_for(paper: str, profile: Profile | None = None):
+def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None):
     """A paper's own settings for a profile: ``helpers.papers.<paper>.settings.SETTINGS[profile.name]``.
 
     Each notebook keeps its sizes next to the code they drive, one entry per profile. Settings with a
     ``for_seed(seed)`` method get the profile's seed through it (a seed study's ``WORKBOOK_SEED``: e.g. notebook 06's
-    heads train from it); the others read ``profile.seed`` where they use it.
+    heads train from it); the others read ``profile.seed`` where they use it. Their test-example sizes are
+    ``examples`` times the table's (:func:`scale_examples`; None: ``WORKBOOK_EXAMPLES``, 1 when unset).
     """
     if paper not in PAPERS:
         raise ValueError(f"paper={paper!r} has no settings; expected one of {PAPERS}")
@@ -196,4 +232,5 @@ def settings_for(paper: str, profile: Profile | None = None):
         raise ValueError(f"helpers.papers.{paper}.settings.SETTINGS lacks profiles {missing}")
     settings = table[profile.name]
     follow_seed = getattr(settings, "for_seed", None)
-    return settings if follow_seed is None else follow_seed(profile.seed)
+    settings = settings if follow_seed is None else follow_seed(profile.seed)
+    return scale_examples(settings, examples_scale() if examples is None else examples, paper)

@@ -20,7 +20,15 @@ At a look, each trained row is either decided (the one verdict rule, at the look
 - else **seeds-dominated**: more seeds narrow it.
 
 A notebook gets more seeds at the next look only while one of its rows is undecided, not futile and
-seeds-dominated (:func:`allocate`); its cost is stated before the look starts (:func:`look_cost`).
+seeds-dominated (:func:`allocate`); a notebook whose only live rows are examples-dominated gets an **examples look**
+instead: the same seeds' trained runs score ``examples_factor`` times the test examples, prompts or draws
+(``WORKBOOK_EXAMPLES``; no run key holds an evaluation's size, so nothing retrains). Either kind is one of the plan's
+looks, so a notebook has at most ``len(looks)`` of them (:meth:`SequentialPlan.check_schedule`), every one read at the
+same nominal level. Pocock's constant is computed for looks spaced as the seed counts (c = 2.282 after 3, 5 and 8
+seeds); an examples look adds information in other steps. No look more than doubles a row's information (5/3 and 8/5
+for seeds; an examples look halves only the examples' share of the variance), and over such spacings reading every
+look at c = 2.282 keeps the overall two-sided level between 4.0% (steps of 1.2x) and 5.4% (every step doubling),
+computed from the same multivariate normal law. Each look's cost is stated before it starts (:func:`look_cost`).
 """
 from __future__ import annotations
 
@@ -31,9 +39,13 @@ from typing import Sequence
 
 DEFAULT_LOOKS = (3, 5, 8)
 
-# Minutes one seed of each notebook takes at the cpu profile on the 2-core CI machine (make reproduce, seed 0,
-# 2026-11-27: the README's timing table); a look's cost is stated from these before it starts.
-CPU_MINUTES_PER_SEED = {"02": 3.7, "03": 7.8, "04": 6.1, "05": 1.5, "06": 8.6, "07": 2.2}
+# Minutes one new seed of each notebook takes at the cpu profile on the 2-core CI machine, its runs trained from empty
+# (make study, seeds 1 and 2, 2026-11-27, the larger of the two); a look's cost is stated from these before it starts.
+CPU_MINUTES_PER_SEED = {"02": 4.2, "03": 7.9, "04": 7.7, "05": 3.7, "06": 8.7, "07": 2.9}
+# The same with every run found trained (seed 0 of that study, its cells' time): what an examples look re-runs, its
+# evaluations scaled (the examples look's cost is stated as these times the scale, an upper bound: timing and
+# loading cells do not grow).
+CPU_MINUTES_PER_CACHED_SEED = {"02": 0.3, "03": 3.3, "04": 2.5, "05": 3.5, "06": 2.8, "07": 2.0}
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,11 +88,15 @@ class SequentialPlan:
 
     looks: tuple[int, ...] = DEFAULT_LOOKS
     alpha: float = 0.05
+    examples_factor: int = 2  # an examples look scores this many times the previous look's test examples
 
     def __post_init__(self):
         object.__setattr__(self, "looks", _check_looks(self.looks))
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, float) or not 0 < self.alpha < 1:
             raise ValueError(f"alpha={self.alpha!r} must be a number in (0, 1), e.g. 0.05")
+        if isinstance(self.examples_factor, bool) or not isinstance(self.examples_factor, int) or self.examples_factor < 2:
+            raise ValueError(f"examples_factor={self.examples_factor!r} must be a whole number >= 2 (how many times "
+                             "the test examples an examples look scores)")
 
     @property
     def critical_value(self) -> float:
@@ -104,10 +120,52 @@ class SequentialPlan:
             raise ValueError(f"seeds={seeds!r}: the plan looks after {list(self.looks)} seeds only")
         return self.looks.index(seeds) + 1
 
+    def seeds_schedule(self, seeds: int) -> tuple[tuple[int, int], ...]:
+        """The looks a study of ``seeds`` seeds read with seeds alone: ((3, 1), (5, 1), ...) up to ``seeds``, each
+        (seeds, examples scale); an error when the plan has no look after ``seeds`` seeds."""
+        number = self.look_number(seeds)
+        return tuple((count, 1) for count in self.looks[:number])
+
+    def check_schedule(self, schedule) -> tuple[tuple[int, int], ...]:
+        """``schedule`` (the looks a notebook's study read, each (seeds, examples scale)) as a tuple, when this plan
+        allows it: the first look after ``looks[0]`` seeds at the notebook's own examples, each next look either the
+        plan's next seed count at the same scale or the same seeds at ``examples_factor`` times the examples, at most
+        ``len(looks)`` looks; else an error naming it."""
+        try:
+            found = tuple((int(count), int(scale)) for count, scale in schedule)
+        except (TypeError, ValueError):
+            found = ()
+        allowed = bool(found) and len(found) <= len(self.looks) and found[0] == (self.looks[0], 1)
+        for (count, scale), (then, then_scale) in zip(found, found[1:]):
+            more_seeds = then_scale == scale and count in self.looks[:-1] and \
+                then == self.looks[self.looks.index(count) + 1]
+            allowed = allowed and (more_seeds or (then == count and then_scale == scale * self.examples_factor))
+        if not allowed:
+            raise ValueError(f"schedule={schedule!r} is not a schedule of this plan: looks of (seeds, examples scale) "
+                             f"starting at ({self.looks[0]}, 1), each next one adding seeds (to the next of "
+                             f"{list(self.looks)}) or multiplying the examples by {self.examples_factor}, at most "
+                             f"{len(self.looks)} looks")
+        return found
+
+    def next_look(self, schedule, allocation: str) -> tuple[int, int] | None:
+        """The look after ``schedule``'s last for a notebook allocated ``allocation`` (:func:`allocate`): more seeds
+        at the same examples, the same seeds at ``examples_factor`` times the examples, or None (it stops: the plan's
+        looks are spent, the seeds are the last look's, or it was allocated ``"stop"``)."""
+        schedule = self.check_schedule(schedule)
+        count, scale = schedule[-1]
+        if allocation not in ("seeds", "examples", "stop"):
+            raise ValueError(f"allocation={allocation!r} must be 'seeds', 'examples' or 'stop'")
+        if allocation == "stop" or len(schedule) == len(self.looks):
+            return None
+        if allocation == "examples":
+            return count, scale * self.examples_factor
+        return None if count == self.looks[-1] else (self.looks[self.looks.index(count) + 1], scale)
+
     def describe(self) -> str:
-        return (f"looks after {', '.join(map(str, self.looks))} seeds; Pocock's boundary c = "
-                f"{self.critical_value:.3f}, so every look's interval is read at {100 * self.level:.1f}% (overall "
-                f"two-sided {100 * self.alpha:g}%)")
+        return (f"at most {len(self.looks)} looks, each adding seeds (to {', '.join(map(str, self.looks))}) or, where "
+                f"the examples' term dominates, scoring {self.examples_factor}x the test examples on the same runs; "
+                f"Pocock's boundary c = {self.critical_value:.3f}, so every look's interval is read at "
+                f"{100 * self.level:.1f}% (overall two-sided {100 * self.alpha:g}%)")
 
 
 @dataclass(frozen=True)
@@ -201,3 +259,18 @@ def look_cost(notebooks: Sequence[str], new_seeds: int, minutes: dict[str, float
     if isinstance(new_seeds, bool) or not isinstance(new_seeds, int) or new_seeds < 0:
         raise ValueError(f"new_seeds={new_seeds!r} must be a whole number >= 0")
     return float(sum(minutes[notebook] for notebook in notebooks) * new_seeds)
+
+
+def examples_look_cost(notebooks: Sequence[str], seeds: int, scale: int,
+                       minutes: dict[str, float] | None = None) -> float:
+    """Minutes an examples look takes: ``seeds`` seeds of each notebook in ``notebooks`` re-run on their trained
+    runs at ``scale`` times the test examples, at :data:`CPU_MINUTES_PER_CACHED_SEED` (or ``minutes``) times
+    ``scale``."""
+    minutes = CPU_MINUTES_PER_CACHED_SEED if minutes is None else minutes
+    unknown = [notebook for notebook in notebooks if notebook not in minutes]
+    if unknown:
+        raise ValueError(f"notebooks={list(notebooks)!r}: no measured minutes per cached seed for {unknown}")
+    for name, value in (("seeds", seeds), ("scale", scale)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a whole number >= 1")
+    return float(sum(minutes[notebook] for notebook in notebooks) * seeds * scale)

@@ -10,9 +10,11 @@ and gathered into ``claims/ledger_cpu.json`` and the README, marked as a study; 
 keeps them and prints whether its values fall inside the study's prediction intervals. Ctrl-C stops the study at once (the
 running kernel is shut down), names what finished, combines and gathers nothing, and exits 130; a rerun resumes.
 
-With ``--plan`` the study follows a plan fixed before it starts (``helpers.sequential``): looks after 3, then 5, then
-8 seeds under Pocock's boundary (every look's interval read at 97.8%, overall 5%), the cost of each look stated
-before it runs, and more seeds only for the notebooks that still have a row more seeds could decide. Each row is kept at
+With ``--plan`` the study follows a plan fixed before it starts (``helpers.sequential``): at most three looks under
+Pocock's boundary (every look's interval read at 97.8%, overall 5%), the cost of each look stated before it runs;
+more seeds (3, then 5, then 8) only for the notebooks that still have a row more seeds could decide, and an examples
+look (the same seeds' trained runs scoring twice the test examples, ``WORKBOOK_EXAMPLES=2``, written to
+``claims/study/<profile>/examples-x2/``) for those whose only live rows are examples-dominated. Each row is kept at
 the first look that decided it and says which look that was; after every look the ledger is gathered as the study
 stands, so an interrupted study leaves the last finished look's ledger, and a rerun resumes from the committed
 per-seed files.
@@ -39,23 +41,19 @@ def _profile():
     return profiles.get(profiles.parse_profile_name(os.environ.get(profiles.ENV_VAR)))
 
 
-def _seed_done(profile: str, seed: int, notebook: str) -> bool:
-    """Whether seed ``seed`` of ``notebook`` need not run again: its claims file is there under the profile with that
-    seed and the notebook's parameters (:func:`helpers.claims.study_seed_is_done`), computed at a commit whose code for
-    the notebook is HEAD's (:func:`helpers.claims.code_changes`), since gathering refuses a seed computed by other
-    code; a committed per-seed file from older code is run again, not kept."""
-    import json
-
+def _seed_done(profile: str, seed: int, notebook: str, examples: int = 1) -> bool:
+    """Whether seed ``seed`` of ``notebook`` (at ``examples`` times its test examples) need not run again: its claims
+    file is there under the profile with that seed, the notebook's parameters, and code for the notebook unchanged
+    since (:func:`helpers.claims.study_seed_is_done`), since gathering refuses a seed computed by other code; a
+    committed per-seed file from older code is run again, not kept."""
     from helpers import claims
 
-    if not claims.study_seed_is_done(profile, seed, notebook):
-        return False
-    origin = json.loads((claims.study_dir(profile, seed) / f"{notebook}.json").read_text()).get("provenance") or {}
-    return claims.code_changes(origin.get("commit"), notebook) == []
+    return claims.study_seed_is_done(profile, seed, notebook, examples)
 
 
-def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute):
-    """Run ``paths`` once per seed under ``WORKBOOK_SEED`` (skipping a (seed, notebook) whose claims are there).
+def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute, examples: int = 1):
+    """Run ``paths`` (in order) once per seed under ``WORKBOOK_SEED`` (skipping a (seed, notebook) whose claims are there), at
+    ``examples`` times their test examples (``WORKBOOK_EXAMPLES``: an examples look, on the seeds' trained runs).
     Returns ``{(seed, notebook file): error}`` of the failed runs, or None when interrupted (reported)."""
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
     from helpers import claims, profiles
@@ -64,28 +62,32 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
     if len(set(seeds)) != len(seeds) or not seeds:
         raise ValueError(f"seeds={seeds!r} must be one or more distinct seeds")
     profile = _profile()
+    scaled = "" if examples == 1 else f" at {examples}x the test examples"
     failed = {}
-    for seed in seeds:
-        for path in paths:
+    # notebook by notebook, every seed of one before the next (a notebook's seeds need notebook 02's adapter of the
+    # same seed, which an earlier notebook of the list trains): an interrupted look leaves whole notebooks finished
+    for path in paths:
+        for seed in seeds:
             notebook = path.name[:2]
-            if _seed_done(profile.name, seed, notebook):
-                print(f"[seed {seed}] {path.name}: done earlier", flush=True)
+            if _seed_done(profile.name, seed, notebook, examples):
+                print(f"[seed {seed}] {path.name}{scaled}: done earlier", flush=True)
                 continue
-            out_dir = runs_dir() / "notebooks" / f"seed-{seed}"
+            out_dir = runs_dir() / "notebooks" / (f"seed-{seed}" if examples == 1 else f"examples-x{examples}-seed-{seed}")
             os.environ[profiles.SEED_VAR] = str(seed)
+            os.environ[profiles.EXAMPLES_VAR] = str(examples)
             try:
                 start = time.perf_counter()
-                print(f"[seed {seed}] running {path.name} ...", flush=True)
+                print(f"[seed {seed}] running {path.name}{scaled} ...", flush=True)
                 error = runner(path, out_dir, timeout)
             except KeyboardInterrupt:
                 finished = [f"seed {s} {p.name[:2]}" for s in seeds for p in paths
-                            if _seed_done(profile.name, s, p.name[:2])]
-                print(f"\n[study] interrupted during seed {seed} {path.name}: finished "
+                            if _seed_done(profile.name, s, p.name[:2], examples)]
+                print(f"\n[study] interrupted during seed {seed} {path.name}{scaled}: finished "
                       f"{', '.join(finished) or 'none'}; nothing combined or gathered (rerun the study: finished "
                       "seeds are kept)", file=sys.stderr)
                 return None
             finally:
-                del os.environ[profiles.SEED_VAR]
+                del os.environ[profiles.SEED_VAR], os.environ[profiles.EXAMPLES_VAR]
             print(f"[seed {seed}] {path.name}: {time.perf_counter() - start:.1f} s" + (f"  FAILED ({error})" if error else ""),
                   flush=True)
             if error:
@@ -93,8 +95,9 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
     return failed
 
 
-def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None) -> dict:
-    """Each notebook's study rows (:func:`helpers.claims.record_study`) and its seed-spread figure."""
+def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None, schedules=None) -> dict:
+    """Each notebook's study rows (:func:`helpers.claims.record_study`, over ``schedules[notebook]``'s looks when
+    given) and its seed-spread figure."""
     from matplotlib import pyplot as plt
 
     from helpers import claims, plots
@@ -102,7 +105,8 @@ def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None) ->
     combined = {}
     for notebook in notebooks:
         seeds = seeds_of[notebook]
-        rows = combined[notebook] = claims.record_study(_profile().name, seeds, notebook, plan)
+        schedule = None if schedules is None else schedules[notebook]
+        rows = combined[notebook] = claims.record_study(_profile().name, seeds, notebook, plan, schedule)
         if any(row.seed_values for row in rows):  # the spread behind each trained row's verdict
             figure = plots.seed_spread_figure(rows, f"notebook {notebook}: each trained row over {len(seeds)} seeds "
                                                     "(dots), its mean and interval (bar), the threshold (dashed)")
@@ -145,59 +149,104 @@ def _refuse_to_run(path, out_dir, timeout):
     raise AssertionError("a rebuild runs no notebook")  # never reached: a rebuild stops before a look with seeds to run
 
 
-def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False) -> int:
-    """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: looks after 3, 5 and 8
-    seeds, Pocock's boundary): at each look, run the notebooks still allocated seeds (the cost stated first), combine
-    every notebook at the plan's level, and allocate the next look (:func:`helpers.sequential.allocate`): a notebook
-    continues while one of its trained rows is undecided, not futile and seeds-dominated. Each notebook's rows are
-    gathered at the look that stopped it. With ``rebuild``, no notebook runs: the looks whose seeds' claims files are
-    all there (committed under ``claims/study/``) are combined and gathered, and the study stops before the first look
-    that would need a notebook run. Returns the exit code."""
+def _look_text(look: tuple[int, int], before: tuple[int, int] | None) -> str:
+    """What a look runs: new seeds at the notebook's examples, or the same seeds at more examples."""
+    count, scale = look
+    if before is None or before[1] == scale:
+        first = 0 if before is None else before[0]
+        return f"seeds {first}..{count - 1}" + ("" if scale == 1 else f" at {scale}x the test examples")
+    return f"seeds 0..{count - 1} again at {scale}x the test examples (their trained runs, nothing retrained)"
+
+
+def _look_cost(notebooks: list[str], look: tuple[int, int], before: tuple[int, int] | None) -> float:
     from helpers import sequential
+
+    count, scale = look
+    known = [notebook for notebook in notebooks if notebook in sequential.CPU_MINUTES_PER_SEED]
+    if before is not None and before[1] != scale:  # an examples look: every seed again, its runs found trained
+        return sequential.examples_look_cost(known, count, scale)
+    return sequential.look_cost(known, count - (0 if before is None else before[0])) * scale
+
+
+def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False) -> int:
+    """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: at most three looks, after
+    3, 5 and 8 seeds, Pocock's boundary): at each look, run each notebook's next look (its cost stated first), combine
+    every notebook at the plan's level over the looks it has had, and allocate its next look
+    (:func:`helpers.sequential.allocate`, :meth:`~helpers.sequential.SequentialPlan.next_look`): more seeds while one
+    of its trained rows is undecided, not futile and seeds-dominated; an examples look (the same seeds' trained runs
+    scoring ``examples_factor`` times the test examples) while its only live rows are examples-dominated; else it
+    stops. After every look the ledger is gathered as the study stands. With ``rebuild``, no notebook runs: each
+    notebook's looks whose per-seed claims files are all there (committed under ``claims/study/``) are combined and
+    gathered, and it stops before the first look that would need a notebook run. Returns the exit code."""
+    from helpers import profiles, sequential
 
     plan = plan or sequential.SequentialPlan()
     notebooks = [path.name[:2] for path in paths]
-    active, seeds_of, failed, previous = list(notebooks), {}, {}, 0
+    path_of = dict(zip(notebooks, paths))
+    schedules = {notebook: [] for notebook in notebooks}
+    upcoming = {notebook: (plan.looks[0], 1) for notebook in notebooks}
+    failed, number = {}, 0
     print(f"[plan] {plan.describe()}", flush=True)
-    for look, count in enumerate(plan.looks, start=1):
-        if not active:
+    while upcoming:
+        number += 1
+        groups = {}
+        for notebook, look in upcoming.items():
+            before = schedules[notebook][-1] if schedules[notebook] else None
+            groups.setdefault((look, before), []).append(notebook)
+        for (look, before), group in groups.items():
+            print(f"[plan] look {number}: {_look_text(look, before)} of notebooks {', '.join(group)}; about "
+                  f"{_look_cost(group, look, before):.0f} min at the cpu profile on 2 cores", flush=True)
+        ran = []
+        for (look, before), group in groups.items():
+            count, scale = look
+            if rebuild:
+                missing = {notebook: [seed for seed in range(count) if not _seed_done(_profile().name, seed, notebook, scale)]
+                           for notebook in group}
+                for notebook, seeds in missing.items():
+                    if seeds:
+                        print(f"[plan] rebuild: notebook {notebook} stops before look {number}; its claims files of "
+                              f"seeds {seeds}{'' if scale == 1 else f' at {scale}x the test examples'} are not all "
+                              "there, or were computed by other code; make study runs them", flush=True)
+                group = [notebook for notebook in group if not missing[notebook]]
+                look_runner = _refuse_to_run
+            else:
+                look_runner = runner
+            look_failed = run_seeds([path_of[notebook] for notebook in group], list(range(count)), timeout,
+                                    look_runner, scale) if group else {}
+            if look_failed is None:
+                return INTERRUPTED
+            failed.update(look_failed)
+            if look_failed:
+                return _report_failed(failed)
+            for notebook in group:
+                schedules[notebook].append(look)
+            ran += group
+        if not ran:
             break
-        cost = sequential.look_cost([n for n in active if n in sequential.CPU_MINUTES_PER_SEED], count - previous)
-        print(f"[plan] look {look}: seeds {previous}..{count - 1} of notebooks {', '.join(active)}; about "
-              f"{cost:.0f} min at the cpu profile on 2 cores", flush=True)
-        if rebuild:
-            from helpers import claims
-
-            missing = [f"seed {seed} of {notebook}" for seed in range(count) for notebook in active
-                       if not _seed_done(_profile().name, seed, notebook)]
-            if missing:
-                print(f"[plan] rebuild: look {look} stops here; its claims files are not all there, or were computed by "
-                      f"other code ({', '.join(missing)}); make study runs them", flush=True)
-                break
-            runner = _refuse_to_run
-        look_failed = run_seeds([path for path in paths if path.name[:2] in active], list(range(count)), timeout, runner)
-        if look_failed is None:
-            return INTERRUPTED
-        failed.update(look_failed)
-        if look_failed:
-            break
-        for notebook in active:
-            seeds_of[notebook] = list(range(count))
-        combined = _combine(active, seeds_of, plan)
+        studied = [notebook for notebook in notebooks if schedules[notebook]]
+        seeds_of = {notebook: list(range(max(count for count, scale in schedules[notebook] if scale == 1)))
+                    for notebook in ran}
+        combined = _combine(ran, seeds_of, plan, {notebook: schedules[notebook] for notebook in ran})
         states = {notebook: _undecided_states(rows, plan) for notebook, rows in combined.items()}
         allocation = sequential.allocate({notebook: list(found.values()) for notebook, found in states.items()})
-        for notebook in active:
+        upcoming = {}
+        for notebook in ran:
+            wants = allocation[notebook]
+            if wants == "examples" and profiles.NOTEBOOK_PAPERS.get(notebook) is None:
+                wants = "stop"  # notebook 02 scores no test examples the plan could grow
+            following = plan.next_look(schedules[notebook], wants)
             live = [f"{row_id}: {state.reason}" for row_id, state in states[notebook].items()]
             live += [f"{row_id}: {reason}" for row_id, reason in _still_moving(combined[notebook])]
-            print(f"[plan] look {look}, notebook {notebook}: {allocation[notebook]}"
+            then = ("stops here" if following is None else
+                    f"look {number + 1}: {_look_text(following, schedules[notebook][-1])}")
+            print(f"[plan] look {number}, notebook {notebook}: {allocation[notebook]}; {then}"
                   + "".join(f"\n    {line}" for line in live), flush=True)
-        stopped = [notebook for notebook in active if allocation[notebook] != "seeds" or count == plan.looks[-1]]
-        going_on = [notebook for notebook in active if notebook not in stopped]
+            if following is not None:
+                upcoming[notebook] = following
         # every notebook studied so far, so the ledger always holds the study as it stands: a stopped notebook at the
-        # look that stopped it; one going on at this look (its decided rows are final; the others wait for more seeds)
-        _gather(list(seeds_of), f"look {look} ({count} seeds): notebooks {', '.join(seeds_of)}"
-                + (f"; notebooks {', '.join(going_on)} go on to look {look + 1}" if going_on else ""))
-        active, previous = [notebook for notebook in active if notebook not in stopped], count
+        # look that stopped it; one going on at this look (its decided rows are final; the others wait)
+        _gather(studied, f"look {number}: notebooks {', '.join(studied)}"
+                + (f"; notebooks {', '.join(upcoming)} go on to look {number + 1}" if upcoming else ""))
     return _report_failed(failed)
 
 

@@ -86,3 +86,50 @@ def test_a_bad_dtype_override_is_refused_by_name(monkeypatch, raw):
     monkeypatch.setenv(profiles.DTYPE_VAR, raw)
     with pytest.raises(ValueError, match=f"WORKBOOK_DTYPE={raw!r} is not one of auto, float32, bfloat16, float16"):
         profiles.current()
+
+
+def test_an_examples_look_multiplies_each_papers_test_examples_and_keeps_its_runs(monkeypatch):
+    """WORKBOOK_EXAMPLES=2 doubles every size a paper names in EXAMPLE_SIZES (its test sentences, passages, prompts),
+    leaves every other setting as it is, and changes no key of a trained run: MAGNET's run key (its settings without
+    the evaluation-only sizes), DiffusionGemma's fine-tune key, and the training settings of notebooks 04 and 06."""
+    import dataclasses
+    import importlib
+
+    from helpers.papers.diffusion import experiment as diffusion_experiment
+    from helpers.papers.magnet import settings as magnet_settings
+
+    cpu = profiles.get("cpu")
+    for paper in ("magnet", "sequence_repetition", "openltg", "emat", "diffusion"):
+        names = importlib.import_module(f"helpers.papers.{paper}.settings").EXAMPLE_SIZES
+        base = profiles.settings_for(paper, cpu, 1)
+        monkeypatch.setenv(profiles.EXAMPLES_VAR, "2")
+        grown = profiles.settings_for(paper, cpu)
+        monkeypatch.delenv(profiles.EXAMPLES_VAR)
+        assert grown == profiles.settings_for(paper, cpu, 2)
+        for field in dataclasses.fields(base):
+            expected = getattr(base, field.name)
+            if field.name in names and expected is not None:
+                expected = 2 * expected
+            assert getattr(grown, field.name) == expected, (paper, field.name)
+        assert any(getattr(grown, name) != getattr(base, name) for name in names)
+        if hasattr(base, "training"):
+            assert grown.training == base.training  # a tagger's or a head's run key holds these
+    assert set(magnet_settings.EXAMPLE_SIZES) <= set(magnet_settings.EVALUATION_ONLY)
+    magnet = profiles.settings_for("magnet", cpu, 1)
+    assert magnet_settings.evaluation_free(profiles.settings_for("magnet", cpu, 2)) == \
+        magnet_settings.evaluation_free(magnet)
+    assert diffusion_experiment.FineTuneKey.of(cpu, profiles.settings_for("diffusion", cpu, 2)) == \
+        diffusion_experiment.FineTuneKey.of(cpu, profiles.settings_for("diffusion", cpu, 1))
+
+
+@pytest.mark.parametrize("raw", ["0", "-2", "twice", "1.5"])
+def test_a_bad_examples_scale_is_refused_by_name(monkeypatch, raw):
+    monkeypatch.setenv(profiles.EXAMPLES_VAR, raw)
+    with pytest.raises(ValueError, match=f"WORKBOOK_EXAMPLES={raw!r} must be a whole number >= 1"):
+        profiles.settings_for("magnet", profiles.get("cpu"))
+
+
+def test_a_paper_without_test_example_sizes_refuses_an_examples_look():
+    with pytest.raises(ValueError, match="paper='lecture' names no test-example sizes"):
+        profiles.settings_for("lecture", profiles.get("cpu"), 2)
+    assert profiles.settings_for("lecture", profiles.get("cpu"), 1) == profiles.settings_for("lecture", profiles.get("cpu"))

@@ -39,7 +39,7 @@ def test_a_row_is_futile_only_when_the_last_look_could_not_decide_it():
 
 
 def test_a_look_states_its_cost_and_bad_plans_name_the_argument():
-    assert sequential.look_cost(["02", "05"], 2) == pytest.approx(2 * (3.7 + 1.5))
+    assert sequential.look_cost(["02", "05"], 2) == pytest.approx(2 * (4.2 + 3.7))
     for looks in [(5, 3), (1, 3), [], "358", (3, 3, 5)]:
         with pytest.raises(ValueError, match="looks="):
             sequential.SequentialPlan(looks=looks)

@@ -114,8 +114,8 @@ def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(wor
     assert [seed for seed, notebook in calls if notebook == "02"] == [0, 1, 2]
     assert [seed for seed, notebook in calls if notebook == "05"] == [0, 1, 2, 3, 4]
     out = capsys.readouterr().out
-    assert "[plan] look 1: seeds 0..2 of notebooks 02, 05; about 16 min" in out  # 3 × (3.7 + 1.5)
-    assert "[plan] look 2: seeds 3..4 of notebooks 05; about 3 min" in out
+    assert "[plan] look 1: seeds 0..2 of notebooks 02, 05; about 24 min" in out  # 3 × (4.2 + 3.7)
+    assert "[plan] look 2: seeds 3..4 of notebooks 05; about 7 min" in out
     rows = {row.notebook: row for row in claims.read_rows(claims.ledger_path())}
     assert rows["02"].n_seeds == 3 and rows["02"].verdict == "reproduced" and "look 1 of 3" in rows["02"].method
     assert rows["05"].n_seeds == 5 and rows["05"].verdict == "reproduced" and "look 2 of 3" in rows["05"].method
@@ -148,8 +148,8 @@ def test_a_rebuild_gathers_the_ledger_from_the_per_seed_files_alone(workbook, lo
     (claims.study_dir("cpu", 4) / "05.json").unlink()
     capsys.readouterr()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
-    assert "rebuild: look 2 stops here; its claims files are not all there, or were computed by other code (seed 4 " \
-        "of 05)" in capsys.readouterr().out
+    assert "rebuild: notebook 05 stops before look 2; its claims files of seeds [4] are not all there, or were " \
+        "computed by other code" in capsys.readouterr().out
 
 
 def test_a_look_names_the_rows_a_longer_run_could_decide(load_script):
@@ -191,3 +191,50 @@ def test_a_seed_computed_by_other_code_runs_again(workbook, load_script):
     commit(workbook / "helpers" / "shared.py", "x = 1\n")  # a shared module: notebook 02's code changed
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
     assert calls == [(0, notebook.name), (1, notebook.name), (2, notebook.name)]
+
+
+def _examples_dominated_notebook(calls):
+    """Stands for executing notebook 05: one trained row whose seeds agree (0.29-0.31) while its half-width over the
+    test examples, 0.4 at the notebook's own examples, halves when an examples look scores twice as many."""
+    def runner(path, out_dir, timeout):
+        seed, scale = profiles.study_seed(), profiles.examples_scale()
+        calls.append((seed, scale))
+        value, half = (0.30, 0.31, 0.29)[seed], 0.4 / scale
+        row = claims.Claim(notebook="05", paper="000", where="Table 6", claim="the method helps", paper_value="+",
+                           ours="x", low=value - half, high=value + half, value=value, method="bootstrap",
+                           n=16 * scale, trained=True, quantity="gain", direction=1, check="tests/test_study.py::test_x")
+        cfg = profiles.current()
+        claims.record([row], "05", cfg, parameters=claims.parameters("05", cfg, *claims.notebook_settings(
+            "05", cfg, scale)))
+        return None
+    return runner
+
+
+def test_an_examples_dominated_notebook_gets_an_examples_look_on_the_same_seeds(workbook, load_script, capsys,
+                                                                               monkeypatch):
+    """Look 1 leaves notebook 05's row straddling zero with the examples' term dominant, so more seeds would barely
+    narrow it: look 2 runs the same three seeds again at twice the test examples (WORKBOOK_EXAMPLES=2, their own
+    per-seed files), no fourth seed, and decides it there, read at the plan's level. A rebuild from the per-seed files
+    alone gives the same ledger."""
+    import shutil
+
+    from helpers import sequential
+
+    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
+    study = load_script("study")
+    paths = [workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    calls = []
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_examples_dominated_notebook(calls)) == 0
+    assert calls == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]
+    out = capsys.readouterr().out
+    assert "[plan] look 1, notebook 05: examples; look 2: seeds 0..2 again at 2x the test examples" in out
+    row = claims.read_rows(claims.ledger_path())[0]
+    assert row.verdict == "reproduced" and row.n_seeds == 3 and row.low > 0
+    assert "look 2 of 3 of a sequential plan, on 2x the test examples, read at 97.8%" in row.method
+    assert (claims.study_dir("cpu", 0, 2) / "05.json").exists()
+    assert claims.study_dir("cpu", 0, 2) == workbook / "claims" / "study" / "cpu" / "examples-x2" / "seed-0"
+    assert claims.provenance_problems() == []  # re-derived from both looks' per-seed files
+    shutil.rmtree(workbook / "runs")
+    claims.ledger_path().unlink()
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
+    assert claims.read_rows(claims.ledger_path()) == [row]

@@ -75,6 +75,11 @@ class DiffusionSettings:
         return mask_predict_config(steps or self.steps, self.beta, self.top_p)
 
 
+# The test-example count a seed study's examples look multiplies (helpers.profiles.scale_examples): the samplers'
+# prompts, which the fine-tune's key does not hold.
+EXAMPLE_SIZES = ("num_prompts",)
+
+
 SETTINGS = {
     "smoke": DiffusionSettings(num_prompts=3, target_length=8, batch_size=3, max_prompt_tokens=8, steps=4,
                                step_grid=(2, 4), block_length=4, trace_length=8, trace_steps=4, trace_block=4,

@@ -127,6 +127,11 @@ def curve_points(profile) -> dict[str, int]:
             GRU_CURVE: _fewest_in_last_half(training.gru_epochs, training.gru_evals_per_epoch)}
 
 
+# The test-example count a seed study's examples look multiplies (helpers.profiles.scale_examples): the cap on the
+# test and unseen sentences scored, which no head's run key holds.
+EXAMPLE_SIZES = ("eval_examples",)
+
+
 SETTINGS = {
     # The same code paths at toy sizes, on the tiny random Llama.
     "smoke": MTCSettings(data=PhraseData(corpus_sentences=400, min_count=3, max_sentences_per_phrase=8,

@@ -117,6 +117,9 @@ EVALUATION_ONLY = ("gen_prefixes", "gen_batch_size", "infill_passages", "infill_
                    "probe_source", "probe_train_sentences", "probe_test_sentences", "probe_max_words", "probe_steps",
                    "probe_batch_size", "probe_lr", "probe_dropout", "probe_classifier", "sts", "sts_pairs",
                    "embed_batch_size")
+# The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): Table 5's
+# prefixes, Table 4's passages (ROC-style and Wikitext-style) and Table 1's probe test sentences; all evaluation-only.
+EXAMPLE_SIZES = ("gen_prefixes", "infill_passages", "infill_blocks", "probe_test_sentences")
 
 
 def evaluation_free(settings: MagnetSettings) -> MagnetSettings:

@@ -10,6 +10,9 @@ from .mechanism import DecodeConfig
 
 
 DRAW_STRIDE = 1_000_003  # draw d samples from seed + d x this: its batches' seeds never meet another draw's
+# The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): Table 6's
+# prompts and Table 7's length-test prompts. Neither keys a run (notebook 05 trains nothing of its own).
+EXAMPLE_SIZES = ("num_prompts", "length_test_prompts")
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,11 @@ class RepetitionSettings:
         return dataclasses.replace(self, training=dataclasses.replace(self.training, **changes))
 
 
+# The test-example count a seed study's examples look multiplies (helpers.profiles.scale_examples): the test split,
+# drawn with its own seed and held by no run key (a larger one scores the same taggers).
+EXAMPLE_SIZES = ("test_sentences",)
+
+
 _SMOKE = RepetitionSettings(
     block_repeats=(0, 1, 2), block_sentences=1, block_max_tokens=6,
     tasks=("ner", "chunks"), train_sentences=16, validation_sentences=4, test_sentences=6, max_words=12, max_tokens=32,
