@@ -494,6 +494,35 @@ def test_a_sequential_study_keeps_each_row_at_the_first_look_that_decided_it():
         claims.combine_seeds({seed: rows[seed] for seed in range(4)}, plan)
 
 
+def test_an_examples_look_rereads_the_same_seeds_on_more_examples_and_keeps_rows_decided_before_it():
+    """An examples look reads the same three seeds' rows scored on twice the test examples: a row that straddled at
+    look 1 because its examples' term was wide is decided at look 2 and says so; a row decided at look 1 keeps its
+    look-1 reading even though the larger evaluation would have moved it; a row that does not rest on training is the
+    first look's. A schedule the plan does not allow, or a look whose seeds are missing, is an error naming it."""
+    from helpers import sequential
+
+    plan = sequential.SequentialPlan()
+    decided = {seed: _seeds([5.0, 5.1, 5.2], half=0.05)[seed][0] for seed in range(3)}
+    wide = {seed: _seeds([0.30, 0.31, 0.29], half=0.4, quantity="noisy gain")[seed][0] for seed in range(3)}
+    rows = {(1, seed): [decided[seed], wide[seed], claims.Claim(**ROW)] for seed in range(3)}
+    moved = {seed: dataclasses.replace(decided[seed], value=-9.0, low=-9.05, high=-8.95) for seed in range(3)}
+    narrow = {seed: dataclasses.replace(wide[seed], low=wide[seed].value - 0.2, high=wide[seed].value + 0.2)
+              for seed in range(3)}
+    rows.update({(2, seed): [moved[seed], narrow[seed], claims.Claim(**{**ROW, "ours": "other"})] for seed in range(3)})
+    at_one = claims.combine_study({where: found for where, found in rows.items() if where[0] == 1}, [(3, 1)], plan)
+    assert at_one[1].verdict == "inconclusive"  # the examples' half-width, 0.4, reaches below 0
+    kept, noisy, plain = claims.combine_study(rows, [(3, 1), (3, 2)], plan)
+    assert kept.value == pytest.approx(5.1) and "look 1 of 3" in kept.method
+    assert "seeds 0..2 (at 2x the test examples) (run for other rows) are not read" in kept.method
+    assert noisy.verdict == "reproduced" and noisy.n_seeds == 3 and noisy.low > 0
+    assert "look 2 of 3 of a sequential plan, on 2x the test examples" in noisy.method
+    assert plain == claims.Claim(**ROW)
+    with pytest.raises(ValueError, match="is not a schedule of this plan"):
+        claims.combine_study(rows, [(3, 1), (5, 2)], plan)
+    with pytest.raises(ValueError, match="has the rows of seeds"):
+        claims.combine_study({where: found for where, found in rows.items() if where != (2, 2)}, [(3, 1), (3, 2)], plan)
+
+
 def test_a_seed_study_refuses_what_it_cannot_average():
     with pytest.raises(ValueError, match="at least 3 seeds"):
         claims.combine_seeds(_seeds([2.0, 2.5]))

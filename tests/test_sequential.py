@@ -49,3 +49,51 @@ def test_a_look_states_its_cost_and_bad_plans_name_the_argument():
         sequential.look_cost(["99"], 1)
     with pytest.raises(ValueError, match="seeds=4"):
         sequential.SequentialPlan().look_number(4)
+
+
+def test_a_schedule_adds_seeds_or_examples_one_look_at_a_time():
+    """Each look after the first adds the plan's next seeds at the same examples, or scores the same seeds on
+    examples_factor times the examples; at most len(looks) looks. What comes next follows the allocation."""
+    plan = sequential.SequentialPlan()
+    assert plan.check_schedule([(3, 1), (3, 2), (5, 2)]) == ((3, 1), (3, 2), (5, 2))
+    assert plan.seeds_schedule(5) == ((3, 1), (5, 1))
+    for bad in [[], [(5, 1)], [(3, 2)], [(3, 1), (5, 2)], [(3, 1), (3, 3)], [(3, 1), (4, 1)],
+                [(3, 1), (3, 2), (3, 4), (5, 4)], "31"]:
+        with pytest.raises(ValueError, match="is not a schedule of this plan"):
+            plan.check_schedule(bad)
+    assert plan.next_look([(3, 1)], "examples") == (3, 2)
+    assert plan.next_look([(3, 1)], "seeds") == (5, 1)
+    assert plan.next_look([(3, 1), (3, 2)], "seeds") == (5, 2)
+    assert plan.next_look([(3, 1), (3, 2)], "stop") is None
+    assert plan.next_look([(3, 1), (3, 2), (3, 4)], "examples") is None  # the plan's three looks are spent
+    with pytest.raises(ValueError, match="allocation="):
+        plan.next_look([(3, 1)], "more")
+    with pytest.raises(ValueError, match="examples_factor="):
+        sequential.SequentialPlan(examples_factor=1)
+
+
+def test_an_examples_look_costs_the_cached_runs_times_the_scale():
+    minutes = sequential.CPU_MINUTES_PER_CACHED_SEED
+    assert sequential.examples_look_cost(["03", "05"], 3, 2) == pytest.approx(3 * 2 * (minutes["03"] + minutes["05"]))
+    with pytest.raises(ValueError, match="scale="):
+        sequential.examples_look_cost(["03"], 3, 0)
+    with pytest.raises(ValueError, match="no measured minutes"):
+        sequential.examples_look_cost(["09"], 3, 2)
+
+
+def test_reading_every_look_at_pococks_level_keeps_the_overall_level_near_five_percent_for_any_spacing_it_meets():
+    """The module's statement: no look more than doubles a row's information, and over such spacings reading each of
+    three looks at c for (3, 5, 8) keeps the overall two-sided level between 4% and 5.4%."""
+    import numpy as np
+    from scipy import stats
+
+    c = sequential.pocock_critical_value((3, 5, 8))
+
+    def overall(information):
+        information = np.asarray(information, dtype=float)
+        correlation = np.sqrt(np.minimum.outer(information, information) / np.maximum.outer(information, information))
+        law = stats.multivariate_normal(np.zeros(3), correlation, maxpts=600_000, abseps=1e-7, releps=1e-7, seed=0)
+        return 1 - law.cdf(np.full(3, c), lower_limit=np.full(3, -c))
+
+    assert overall((3, 5, 8)) == pytest.approx(0.05, abs=2e-3)
+    assert 0.039 < overall((1, 1.2, 1.44)) < overall((1, 2, 4)) < 0.055
