@@ -870,15 +870,23 @@ def code_paths(notebook: str) -> list[str]:
                                                                    f":(glob)notebooks/{notebook}_*.ipynb"]
 
 
+# The Colab install cell's pin (scripts/pin_colab_commit.py) as it stands in a notebook's JSON: it names the commit the
+# notebooks belong to and changes after every helpers change, while no computation reads it.
+COLAB_PIN_LINE = r'^ *"WORKBOOK_COMMIT = '
+
+
 def code_changes(commit, notebook: str) -> list[str] | None:
-    """The files of notebook ``notebook``'s code (:func:`code_paths`) that differ between ``commit`` and HEAD; None
-    when ``commit`` is not a commit of this repository (or git cannot say)."""
+    """The files of notebook ``notebook``'s code (:func:`code_paths`) that differ between ``commit`` and HEAD, a change
+    of only the Colab pin (:data:`COLAB_PIN_LINE`) not counted; None when ``commit`` is not a commit of this
+    repository (or git cannot say)."""
     if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         return None
     if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
         return None
-    changed = _git("diff", "--name-only", commit, "HEAD", "--", *code_paths(notebook))
-    return None if changed is None else [line for line in changed.splitlines() if line]
+    # --numstat (not --name-only, which lists a file whatever -I ignores): a file whose changed lines all match the pin
+    # has no line to count, so it is not listed
+    changed = _git("diff", "--numstat", "--no-renames", "-I", COLAB_PIN_LINE, commit, "HEAD", "--", *code_paths(notebook))
+    return None if changed is None else [line.split("\t", 2)[2] for line in changed.splitlines() if line.strip()]
 
 
 def _files(names: Sequence[str], most: int = 4) -> str:

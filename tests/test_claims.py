@@ -754,6 +754,37 @@ def test_gather_refuses_claims_from_a_commit_whose_code_differs_or_that_does_not
     assert claims.read_provenance()["05"]["commit"] == _git(tmp_path, "rev-parse", "HEAD")  # nothing written
 
 
+def test_bumping_the_colab_pin_is_no_change_of_a_notebooks_code_but_any_other_edit_is(tmp_path, monkeypatch):
+    """scripts/pin_colab_commit.py rewrites one line of every notebook after a helpers change; no computation reads it,
+    so claims computed before the bump stay the notebook's current code's. Any other edit of the notebook, even in
+    the same cell, is a change."""
+    import importlib.util
+
+    _workbook(tmp_path, monkeypatch)
+    spec = importlib.util.spec_from_file_location(
+        "pin_colab_commit", Path(__file__).resolve().parents[1] / "scripts" / "pin_colab_commit.py")
+    pinning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pinning)
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir(exist_ok=True)
+    install = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+               "source": ['WORKBOOK_COMMIT = "' + "a" * 40 + '"  # the workbook these notebooks belong to\n',
+                          "print(WORKBOOK_COMMIT)\n"]}
+    (notebooks / "05_mask_predict_ltd.ipynb").write_text(json.dumps({"cells": [install], "metadata": {},
+                                                                     "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "notebook")
+    computed = _git(tmp_path, "rev-parse", "HEAD")
+    pinning.pin("b" * 40, notebooks)
+    _git(tmp_path, "commit", "-q", "-am", "pin")
+    assert "b" * 40 in (notebooks / "05_mask_predict_ltd.ipynb").read_text()
+    assert claims.code_changes(computed, "05") == []
+    text = (notebooks / "05_mask_predict_ltd.ipynb").read_text().replace("print(WORKBOOK_COMMIT)", "print(1)")
+    (notebooks / "05_mask_predict_ltd.ipynb").write_text(text)
+    _git(tmp_path, "commit", "-q", "-am", "edit")
+    assert claims.code_changes(computed, "05") == ["notebooks/05_mask_predict_ltd.ipynb"]
+
+
 def test_gather_refuses_claims_under_other_notebook_parameters_or_none(tmp_path, monkeypatch):
     from helpers import profiles
 
