@@ -75,9 +75,11 @@ class DiffusionSettings:
         return mask_predict_config(steps or self.steps, self.beta, self.top_p)
 
 
-# The test-example count a seed study's examples look multiplies (helpers.profiles.scale_examples): the samplers'
-# prompts, which the fine-tune's key does not hold.
-EXAMPLE_SIZES = ("num_prompts",)
+# The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): the samplers'
+# prompts and the held-out validation blocks of the bound and the block-size-1 NLL (the first eval_blocks of the
+# split, so a larger set holds the smaller); the fine-tune's key holds neither (its own held-out curve keeps
+# fine_tune_eval_blocks).
+EXAMPLE_SIZES = ("num_prompts", "eval_blocks")
 
 
 SETTINGS = {
