@@ -38,14 +38,16 @@ reproduce: setup
 
 # The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
 # By default the sequential plan (looks after STUDY_LOOKS seeds, Pocock's boundary, futility stops); STUDY_SEEDS
-# set runs exactly those seeds at 95% instead.
+# set runs exactly those seeds at 95% instead; STUDY_THROUGH_LOOK=N stops after look N (a later make study resumes).
 STUDY_LOOKS ?= 3 5 8
 STUDY_SEEDS ?=
+STUDY_THROUGH_LOOK ?=
 STUDY_NOTEBOOKS ?= notebooks/02_mntp_vs_mtp.ipynb notebooks/03_magnet.ipynb notebooks/04_sequence_repetition.ipynb \
 	notebooks/05_mask_predict_ltd.ipynb notebooks/06_emat_multi_token_completion.ipynb notebooks/07_masked_diffusion.ipynb
 study: setup
 	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/study.py $(STUDY_NOTEBOOKS) \
-		$(if $(strip $(STUDY_SEEDS)),--seeds $(STUDY_SEEDS),--plan --looks $(STUDY_LOOKS))
+		$(if $(strip $(STUDY_SEEDS)),--seeds $(STUDY_SEEDS),--plan --looks $(STUDY_LOOKS) \
+		$(if $(strip $(STUDY_THROUGH_LOOK)),--through-look $(STUDY_THROUGH_LOOK)))
 
 # The committed ledger rebuilt from the committed per-seed claims files (claims/study/cpu/): the looks they complete
 # are combined and gathered; no notebook runs.

@@ -168,7 +168,8 @@ def _look_cost(notebooks: list[str], look: tuple[int, int], before: tuple[int, i
     return sequential.look_cost(known, count - (0 if before is None else before[0])) * scale
 
 
-def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False) -> int:
+def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False,
+                     through_look: int | None = None) -> int:
     """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: at most three looks, after
     3, 5 and 8 seeds, Pocock's boundary): at each look, run each notebook's next look (its cost stated first), combine
     every notebook at the plan's level over the looks it has had, and allocate its next look
@@ -177,7 +178,8 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
     scoring ``examples_factor`` times the test examples) while its only live rows are examples-dominated; else it
     stops. After every look the ledger is gathered as the study stands. With ``rebuild``, no notebook runs: each
     notebook's looks whose per-seed claims files are all there (committed under ``claims/study/``) are combined and
-    gathered, and it stops before the first look that would need a notebook run. Returns the exit code."""
+    gathered, and it stops before the first look that would need a notebook run. With ``through_look``, the study
+    stops after that look's ledger is gathered (a later run resumes at the next look). Returns the exit code."""
     from helpers import profiles, sequential
 
     plan = plan or sequential.SequentialPlan()
@@ -247,6 +249,10 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
         # look that stopped it; one going on at this look (its decided rows are final; the others wait)
         _gather(studied, f"look {number}: notebooks {', '.join(studied)}"
                 + (f"; notebooks {', '.join(upcoming)} go on to look {number + 1}" if upcoming else ""))
+        if upcoming and through_look is not None and number >= through_look:
+            print(f"[plan] stopping after look {number} as asked (--through-look {through_look}); notebooks "
+                  f"{', '.join(upcoming)} go on to look {number + 1} when the study runs again", flush=True)
+            break
     return _report_failed(failed)
 
 
@@ -280,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true",
                         help="with the plan: run no notebook; combine and gather the looks whose per-seed claims files "
                              "are all there (the committed claims/study/), and stop before the first that needs a run")
+    parser.add_argument("--through-look", type=int, default=None,
+                        help="with the plan: stop after this look's ledger is gathered (the next run resumes there)")
     arguments = parser.parse_args(argv)
     paths = [Path(name).resolve() for name in arguments.notebooks]
     missing = [str(path) for path in paths if not path.exists()]
@@ -294,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
             plan = sequential.SequentialPlan(looks=tuple(arguments.looks or sequential.DEFAULT_LOOKS))
         except ValueError as error:
             parser.error(f"--looks: {error}")
-        return sequential_study(paths, plan, rebuild=arguments.rebuild)
+        if arguments.through_look is not None and arguments.through_look < 1:
+            parser.error(f"--through-look {arguments.through_look}: a look number is 1 or more")
+        return sequential_study(paths, plan, rebuild=arguments.rebuild, through_look=arguments.through_look)
     return study(paths, arguments.seeds)
 
 

@@ -238,3 +238,22 @@ def test_an_examples_dominated_notebook_gets_an_examples_look_on_the_same_seeds(
     claims.ledger_path().unlink()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
     assert claims.read_rows(claims.ledger_path()) == [row]
+
+
+def test_a_study_asked_to_stop_after_a_look_stops_there_and_resumes_at_the_next(workbook, load_script, capsys,
+                                                                                monkeypatch):
+    from helpers import sequential
+
+    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
+    study = load_script("study")
+    paths = [workbook / "notebooks" / "02_mntp_vs_mtp.ipynb", workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    calls = []
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls),
+                                  through_look=1) == 0
+    assert calls == [(0, "02"), (1, "02"), (2, "02"), (0, "05"), (1, "05"), (2, "05")]
+    assert "stopping after look 1 as asked (--through-look 1); notebooks 05 go on to look 2" in capsys.readouterr().out
+    assert {row.notebook: row.n_seeds for row in claims.read_rows(claims.ledger_path())} == {"02": 3, "05": 3}
+    calls.clear()
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls)) == 0
+    assert calls == [(3, "05"), (4, "05")]  # the finished seeds are kept
+    assert {row.notebook: row.n_seeds for row in claims.read_rows(claims.ledger_path())} == {"02": 3, "05": 5}

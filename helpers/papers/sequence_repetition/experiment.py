@@ -301,7 +301,8 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
     with ``settings.threads`` torch threads, ended when the kernel that started them dies), longest first; every
     run is a pure function of its seed, so the results are the same as in one process. An interrupt (the stop
     button) cancels the queued runs, ends the running ones and returns at once (:func:`helpers.workers.run_jobs`);
-    the finished runs are kept and reused by the next call.
+    the finished runs are kept and reused by the next call; a finished run scored on another test split (a larger
+    evaluation: the run key holds no test data) is scored again on this one without training (:func:`train_tagger`).
     """
     import pandas as pd
 
@@ -315,9 +316,9 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
     pending = []
     for index, job in enumerate(jobs):
         finished = job[5].finished()
-        if finished is not None:
+        if finished is not None and finished.get("test_data") == job[0].test_fingerprint():
             results[index] = finished
-        else:
+        else:  # not trained yet, or trained and scored on another test split: train_tagger re-scores it, untrained
             pending.append(index)
     pending.sort(key=lambda index: -_job_cost(jobs[index][1]))
     bar = tqdm(total=len(jobs), initial=len(results), desc="taggers", disable=not progress)

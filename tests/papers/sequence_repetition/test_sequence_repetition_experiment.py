@@ -179,6 +179,31 @@ def test_parallel_training_processes_give_the_results_of_one_process(tmp_path, t
     assert found[1] == found[2] and len(found[1]) == 4
 
 
+def test_a_larger_test_split_rescores_the_finished_taggers_without_training_them(tmp_path, tiny, monkeypatch):
+    """A seed study's examples look doubles the test split: run_experiments finds every tagger finished (the run key
+    holds no test data) and must score it on the new split, not hand back the predictions of the old one. Nothing is
+    trained again: the validation F1 and the step it picked stay, and predictions cover every test sentence."""
+    _, tokenizer = tiny
+    monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path)
+    small = toy_data(tokenizer)
+    small = dataclasses.replace(small, test=small.test[:2])
+    larger = toy_data(tokenizer)
+    settings = SETTINGS["smoke"].with_training(steps=2, batch_size=2, lora_r=2, lora_alpha=2, eval_every=1)
+    strategies = [mechanism.Strategy("sr", 0), mechanism.Strategy("sr", 1)]
+
+    def table(tagging):
+        return experiment.run_experiments({"ner": tagging}, strategies, (0,), settings, model_name="tiny-random:llama",
+                                          run_prefix="t", progress=False)
+
+    first = table(small)
+    monkeypatch.setattr(experiment.training, "train", lambda *a, **k: pytest.fail("a finished tagger trained again"))
+    again = table(larger)
+    assert [len(found) for found in again.test_predictions] == [len(larger.test)] * 2
+    assert list(again.validation_f1) == list(first.validation_f1) and list(again.best_step) == list(first.best_step)
+    assert [len(found) for found in first.test_predictions] == [len(small.test)] * 2
+    assert list(table(small).test_f1) == list(first.test_f1)  # and back on the first split, its own scores
+
+
 def test_a_tagger_run_is_keyed_by_what_changes_the_trained_tagger_only(tmp_path, tiny, monkeypatch):
     """Other training settings, strategy, seed, model or data name another folder; the speed table, the probe or
     the number of workers never do (they cannot change a trained tagger)."""
