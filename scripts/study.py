@@ -168,6 +168,26 @@ def _look_cost(notebooks: list[str], look: tuple[int, int], before: tuple[int, i
     return sequential.look_cost(known, count - (0 if before is None else before[0])) * scale
 
 
+def _run_look(group: list[str], look: tuple[int, int], number: int, path_of: dict, timeout: int, runner,
+              rebuild: bool) -> tuple[list[str], dict | None]:
+    """Run look ``number`` (``look``: its seeds and examples scale) of the notebooks in ``group``; with ``rebuild``,
+    run nothing and keep only the notebooks whose claims files for the look are all there. Returns the notebooks
+    that had the look and :func:`run_seeds`' failures (None when interrupted)."""
+    count, scale = look
+    if rebuild:
+        missing = {notebook: [seed for seed in range(count) if not _seed_done(_profile().name, seed, notebook, scale)]
+                   for notebook in group}
+        for notebook, seeds in missing.items():
+            if seeds:
+                print(f"[plan] rebuild: notebook {notebook} stops before look {number}; its claims files of "
+                      f"seeds {seeds}{'' if scale == 1 else f' at {scale}x the test examples'} are not all "
+                      "there, or were computed by other code; make study runs them", flush=True)
+        group, runner = [notebook for notebook in group if not missing[notebook]], _refuse_to_run
+    if not group:
+        return group, {}
+    return group, run_seeds([path_of[notebook] for notebook in group], list(range(count)), timeout, runner, scale)
+
+
 def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False,
                      through_look: int | None = None) -> int:
     """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: at most three looks, after
@@ -200,21 +220,7 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
                   f"{_look_cost(group, look, before):.0f} min at the cpu profile on 2 cores", flush=True)
         ran = []
         for (look, before), group in groups.items():
-            count, scale = look
-            if rebuild:
-                missing = {notebook: [seed for seed in range(count) if not _seed_done(_profile().name, seed, notebook, scale)]
-                           for notebook in group}
-                for notebook, seeds in missing.items():
-                    if seeds:
-                        print(f"[plan] rebuild: notebook {notebook} stops before look {number}; its claims files of "
-                              f"seeds {seeds}{'' if scale == 1 else f' at {scale}x the test examples'} are not all "
-                              "there, or were computed by other code; make study runs them", flush=True)
-                group = [notebook for notebook in group if not missing[notebook]]
-                look_runner = _refuse_to_run
-            else:
-                look_runner = runner
-            look_failed = run_seeds([path_of[notebook] for notebook in group], list(range(count)), timeout,
-                                    look_runner, scale) if group else {}
+            group, look_failed = _run_look(group, look, number, path_of, timeout, runner, rebuild)
             if look_failed is None:
                 return INTERRUPTED
             failed.update(look_failed)
