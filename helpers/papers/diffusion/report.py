@@ -415,7 +415,10 @@ def judged_by_humans(declared: ledger.Declared, scores, mauve: MauveJudge, first
 
     The confound rules: when neither row's texts share a bucket with the human texts, both score MAUVE's floor and
     the judge cannot rank them (a difference of 0, or a match within any margin, would say nothing of the samplers),
-    so the row is confounded. The causal judge's perplexity rewards repetition (:func:`_repetition_confound`), so it
+    so the row is confounded. A "matches within ±margin" row needs more: ``MAUVE(first) - MAUVE(second)`` lies
+    between ``floor - MAUVE(second)`` and ``MAUVE(first) - floor``, so when both rows score less than the margin above
+    the floor the match holds whatever the samplers do (a few texts on a human bucket lift a row off the floor, not
+    into the range where a loss of the margin could show); that row is confounded too. The causal judge's perplexity rewards repetition (:func:`_repetition_confound`), so it
     never decides these rows; MAUVE does. The row carries the perplexity's confound (and is inconclusive for it) only
     where MAUVE cannot decide the row either: then neither judge can."""
     value, low, high = mauve.difference(first, second)
@@ -431,6 +434,14 @@ def judged_by_humans(declared: ledger.Declared, scores, mauve: MauveJudge, first
                                  confound=f"MAUVE cannot rank these two: neither row's texts share a bucket with the "
                                           f"human texts ({mauve.buckets} buckets), so both score its floor "
                                           f"{mauve.floor:.3g}, whatever the samplers do")
+    if declared.margin is not None:
+        headroom = max(mauve.score(first), mauve.score(second)) - mauve.floor
+        if headroom < declared.margin:
+            return declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
+                                     confound=f"MAUVE cannot show a difference of the margin here: both rows score "
+                                              f"less than ±{declared.margin:g} above its floor {mauve.floor:.3g} "
+                                              f"(the higher by {headroom:.3g}; {mauve.buckets} buckets), so a match "
+                                              f"within the margin holds whatever the samplers do")
     confound = _repetition_confound(scores, first, second)
     if confound and not ledger.interval_decides(row):
         row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,

@@ -154,6 +154,37 @@ def test_two_samplers_at_mauves_floor_are_not_judged_alike():
     assert not row.confound and row.high < 0
 
 
+def test_a_match_within_the_margin_needs_mauve_headroom_above_its_floor():
+    """Two rows with one text each on a human bucket are off MAUVE's floor, yet both score less than the margin above
+    it, so their difference cannot reach the margin whatever the samplers do: a "matches" row is confounded (the
+    study's look 3 read the block cache's quality this way at 64 prompts). A row with headroom is read: one sampler
+    on the human buckets and the other equal to it matches; one that collapses off them loses more than the margin."""
+    n, buckets = 64, 8
+    human = np.arange(n) % 4
+    off = np.full(n, 6)  # a bucket no human text falls in
+    near_floor = {name: off.copy() for name in experiment.sampler_rows(SMOKE)}
+    near_floor[experiment.TRUTH_ROW] = human
+    for name in (experiment.BLOCK_CAUSAL, experiment.SEMI_AR):
+        near_floor[name][0] = human[0]  # one text of 64 on a human bucket: off the floor, barely
+    judged = judge.MauveJudge(near_floor, buckets, experiment.TRUTH_ROW, resamples=200)
+    quality = report.CLAIMS["diffusion.fast_dllm.table1.cache_quality"]
+    assert quality.margin is not None and not judged.shares_no_bucket(experiment.SEMI_AR)
+    assert judged.floor < judged.score(experiment.SEMI_AR) < judged.floor + quality.margin
+    row = report.judged_by_humans(quality, _scores({}), judged, experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
+    assert "cannot show a difference of the margin" in row.confound
+    study = claims.combine_seeds({seed: [row] for seed in range(3)})[0]
+    assert study.verdict == "inconclusive" and "floor" in study.verdict_text
+    with_headroom = dict(near_floor, **{experiment.BLOCK_CAUSAL: human.copy(), experiment.SEMI_AR: human.copy()})
+    read = judge.MauveJudge(with_headroom, buckets, experiment.TRUTH_ROW, resamples=200)
+    matched = report.judged_by_humans(quality, _scores({}), read, experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
+    assert not matched.confound and claims.combine_seeds({seed: [matched] for seed in range(3)})[0].verdict == "reproduced"
+    collapsed = dict(with_headroom, **{experiment.BLOCK_CAUSAL: off.copy()})
+    lost = report.judged_by_humans(quality, _scores({}), judge.MauveJudge(collapsed, buckets, experiment.TRUTH_ROW,
+                                                                          resamples=200),
+                                   experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
+    assert not lost.confound and lost.high < -quality.margin
+
+
 def test_every_row_is_declared_and_every_declaration_is_emitted():
     rows = _claims({experiment.RANDOM: 0.5})
     assert [row.id for row in rows] == list(report.CLAIMS)
