@@ -172,12 +172,12 @@ def test_a_match_within_the_margin_needs_mauve_headroom_above_its_floor():
     assert judged.floor < judged.score(experiment.SEMI_AR) < judged.floor + quality.margin
     row = report.judged_by_humans(quality, _scores({}), judged, experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
     assert "cannot show a difference of the margin" in row.confound
-    study = claims.combine_seeds({seed: [row] for seed in range(3)})[0]
+    study = _as_study([row])[0]
     assert study.verdict == "inconclusive" and "floor" in study.verdict_text
     with_headroom = dict(near_floor, **{experiment.BLOCK_CAUSAL: human.copy(), experiment.SEMI_AR: human.copy()})
     read = judge.MauveJudge(with_headroom, buckets, experiment.TRUTH_ROW, resamples=200)
     matched = report.judged_by_humans(quality, _scores({}), read, experiment.BLOCK_CAUSAL, experiment.SEMI_AR)
-    assert not matched.confound and claims.combine_seeds({seed: [matched] for seed in range(3)})[0].verdict == "reproduced"
+    assert not matched.confound and _as_study([matched])[0].verdict == "reproduced"
     collapsed = dict(with_headroom, **{experiment.BLOCK_CAUSAL: off.copy()})
     lost = report.judged_by_humans(quality, _scores({}), judge.MauveJudge(collapsed, buckets, experiment.TRUTH_ROW,
                                                                           resamples=200),
