@@ -58,7 +58,6 @@ FINE_TUNE_HELDOUT_KEY = "eval_diffusion_loss"  # the fine-tune's held-out LLaDA 
 HELDOUT_MASK_SEED = 0  # the held-out masks are drawn once, the same for every evaluation, seed and profile
 
 story_prompts = openltg_experiment.story_prompts
-evaluate_generations = openltg_table6.evaluate_generations
 paired_metric_difference = openltg_table6.paired_metric_difference
 
 
@@ -137,6 +136,19 @@ def generate(backend: MaskedLM, prompts: Sequence[torch.Tensor], rows: dict[str,
     return out
 
 
+def generate_draws(backend: MaskedLM, prompts: Sequence[torch.Tensor], rows: dict[str, SamplerConfig],
+                   settings: DiffusionSettings) -> list[Generations]:
+    """Every row sampled ``settings.draws`` times on the same prompts (:func:`generate`; draw d from
+    ``settings.draw_seeds()[d]``, draw 0 from ``settings.seed``): the sampling draws the judges nest in the prompts."""
+    return [generate(backend, prompts, rows, settings, seed=seed) for seed in settings.draw_seeds()]
+
+
+def systems_per_draw(draws: Sequence[Generations], human: Sequence[str]) -> list[dict[str, list[str]]]:
+    """Per draw, every row's texts and the human continuations (:data:`TRUTH_ROW`, the same in every draw): what
+    :func:`score` and :func:`judge_against_humans` read."""
+    return [{**found.texts, TRUTH_ROW: list(human)} for found in draws]
+
+
 def human_continuation_ids(backend: MaskedLM, examples, settings: DiffusionSettings) -> list[torch.Tensor]:
     """Each prompt's human continuation (the text that follows it in the corpus) as token ids, cut to the target
     length N: as long as every generated continuation."""
@@ -150,10 +162,11 @@ def human_continuations(backend: MaskedLM, examples, settings: DiffusionSettings
             for row in human_continuation_ids(backend, examples, settings)]
 
 
-def judge_against_humans(systems: dict[str, list[str]], examples, judge_model, judge_tokenizer,
-                         settings: DiffusionSettings, *, seed: int = 0) -> MauveJudge:
+def judge_against_humans(systems: dict[str, list[str]] | Sequence[dict[str, list[str]]], examples, judge_model,
+                         judge_tokenizer, settings: DiffusionSettings, *, seed: int = 0) -> MauveJudge:
     """MAUVE of every sampler row against the human continuations of the same prompts (``systems[TRUTH_ROW]``), on
-    the causal judge's features, all rows quantised together (:func:`.judge.mauve_judge`)."""
+    the causal judge's features, all rows quantised together (:func:`.judge.mauve_judge`). ``systems`` is one draw
+    (name -> texts) or every sampling draw (:func:`systems_per_draw`), the draws nested in the prompts."""
     return mauve_judge(systems, [example.prompt for example in examples], judge_model, judge_tokenizer,
                        reference=TRUTH_ROW, seed=seed, resamples=settings.mauve_resamples)
 
@@ -175,11 +188,18 @@ def human_continuation_bounds(backends: dict[str, MaskedLM], prompts: Sequence[t
     return out
 
 
-def score(systems: dict[str, list[str]], examples, judge, judge_tokenizer, settings: DiffusionSettings, *, seed: int = 0):
-    """Notebook 05's Table 6 scores for every row (``openltg.evaluate_generations``): B-1, R-L, LR-5, D-4 and the
-    judge's PPL, each with a bootstrap interval over prompts."""
-    return evaluate_generations(systems, [example.prompt for example in examples], judge, judge_tokenizer,
-                                references=systems[TRUTH_ROW], lr_n=LR_N, batch_size=settings.batch_size, seed=seed)
+def score(systems: dict[str, list[str]] | Sequence[dict[str, list[str]]], examples, judge, judge_tokenizer,
+          settings: DiffusionSettings, *, seed: int = 0):
+    """Notebook 05's Table 6 scores for every row: B-1, R-L, LR-5, D-4 and the judge's PPL, each with a bootstrap
+    interval over prompts. ``systems`` is one draw (name -> texts) or every sampling draw (:func:`systems_per_draw`):
+    each draw of each prompt is scored and the draws are pooled per prompt (``openltg.evaluate_draws``, as notebook
+    05's Table 6 pools them), so the bootstrap resamples prompts, each carrying all its draws."""
+    draws = [systems] if isinstance(systems, dict) else list(systems)
+    if not draws:
+        raise ValueError("systems is empty; give the texts of at least one sampling draw")
+    return openltg_table6.evaluate_draws(draws, [example.prompt for example in examples], judge, judge_tokenizer,
+                                         references=draws[0][TRUTH_ROW], lr_n=LR_N, batch_size=settings.batch_size,
+                                         seed=seed)
 
 
 def log_ppl_difference(scores, first: str, second: str, *, seed: int = 0) -> tuple[float, float, float]:
@@ -200,11 +220,23 @@ def anatomy(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings
             for name, config in anatomy_rows(settings).items()}
 
 
-def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> dict[str, list[float]]:
-    """Milliseconds per decode at batch 1, one timing trial per timing seed: semi-AR under full attention (no block
-    cache) and block-causal with the exact cache, same T and blocks, the two decodes taking turns in every trial
-    (one warm-up first), so a drift of the machine reaches both alike and the trials' spread is its run-to-run
-    variance."""
+def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> list[dict[str, list[float]]]:
+    """Milliseconds per decode at batch 1, per process: one timing trial per timing seed, semi-AR under full
+    attention (no block cache) and block-causal with the exact cache, same T and blocks, the two decodes taking turns
+    in every trial (one warm-up first), so a drift of the machine reaches both alike. ``settings.timing_processes`` = 1
+    times in this process; more repeat the same trials in that many fresh processes, one after another
+    (:func:`helpers.workers.run_jobs`, the model sent to each), so the speed-up's interval nests the trials in the
+    processes and covers run-to-run variance (:func:`speed_ratios`, :func:`speed_interval`)."""
+    from ... import workers
+
+    job = (backend, prompt, settings)
+    if settings.timing_processes == 1:
+        return [_timed_cache(*job)]
+    return [workers.run_jobs(_timed_cache_job, [job], 1)[0] for _ in range(settings.timing_processes)]
+
+
+def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> dict[str, list[float]]:
+    """One process's timing trials of :func:`cache_speed` (runs in whichever process calls it)."""
     semi = settings.llada(block_length=settings.block_length)
     cached = settings.llada(block_length=settings.block_length, attention="block-causal")
     jobs = {SEMI_AR: lambda seed: mechanism.sample(backend, prompt, settings.target_length, semi, seed=seed),
@@ -214,9 +246,34 @@ def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSett
                                        per_input=True)
 
 
-def speed_ratios(milliseconds: dict[str, list[float]]) -> list[float]:
-    """Per timing trial: semi-AR time over block-causal time (the block cache's speed-up)."""
-    return [slow / fast for slow, fast in zip(milliseconds[SEMI_AR], milliseconds[BLOCK_CAUSAL])]
+def _timed_cache_job(job: tuple) -> dict[str, list[float]]:
+    """:func:`_timed_cache` for a fresh worker process (one picklable tuple of its arguments)."""
+    return _timed_cache(*job)
+
+
+def speed_ratios(runs: Sequence[dict[str, list[float]]]) -> tuple[tuple[float, ...], ...]:
+    """Per process (``runs``: :func:`cache_speed`), the block cache's speed-up of each trial: semi-AR time over
+    block-causal time."""
+    if isinstance(runs, dict) or not runs:
+        raise ValueError("runs must be cache_speed's list of per-process timings (at least one process)")
+    return tuple(tuple(slow / fast for slow, fast in zip(milliseconds[SEMI_AR], milliseconds[BLOCK_CAUSAL]))
+                 for milliseconds in runs)
+
+
+def speed_interval(ratios: Sequence[Sequence[float]]) -> tuple[float, float, float]:
+    """``(mean, low, high)`` of the speed-up, trials nested in processes
+    (:func:`helpers.metrics.trials_in_processes_interval`)."""
+    return metrics.trials_in_processes_interval(ratios, "ratios")
+
+
+def describe_speed_method(ratios: Sequence[Sequence[float]]) -> str:
+    """How the speed-up's interval was formed, for the ledger's method column."""
+    trials = {len(found) for found in ratios}
+    each = f"{min(trials)}" if len(trials) == 1 else f"{min(trials)}-{max(trials)}"
+    if len(ratios) == 1:
+        return f"t over {each} interleaved timing trials in one process"
+    return (f"t over the means of {len(ratios)} processes, {each} interleaved timing trials each nested in them "
+            "(run-to-run variance)")
 
 
 def cache_matches(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings, *, seed: int = 0) -> bool:

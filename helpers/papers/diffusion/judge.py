@@ -121,8 +121,11 @@ def quantize(features: dict[str, np.ndarray], *, buckets: int | None = None, see
 
 @dataclass
 class MauveJudge:
-    """Every row's bucket per prompt (the same prompts, in the same order, for every row) from one joint
-    quantisation (:func:`quantize`), and the human row they are compared with."""
+    """Every row's buckets per prompt (the same prompts, in the same order, for every row) from one joint
+    quantisation (:func:`quantize`), and the human row they are compared with. ``labels[name]`` has one bucket per
+    prompt, or shape ``(prompts, draws)``: a row sampled several times per prompt. Draws are nested in prompts: a
+    row's histogram counts every draw of the chosen prompts, and the bootstrap resamples prompts, each carrying all
+    its draws (and its human text), so a draw never counts as another prompt."""
 
     labels: dict[str, np.ndarray]
     buckets: int
@@ -133,19 +136,29 @@ class MauveJudge:
     def __post_init__(self):
         if self.reference not in self.labels:
             raise ValueError(f"reference={self.reference!r} is not among the rows {sorted(self.labels)}")
-        sizes = {name: len(found) for name, found in self.labels.items()}
+        labels = {name: np.asarray(found, dtype=int) for name, found in self.labels.items()}
+        shapes = {name: found.shape for name, found in labels.items() if found.ndim not in (1, 2) or 0 in found.shape}
+        if shapes:
+            raise ValueError(f"labels {shapes} must each hold one bucket per prompt, or (prompts, draws) buckets")
+        sizes = {name: len(found) for name, found in labels.items()}
         if len(set(sizes.values())) != 1:
             raise ValueError(f"rows have different numbers of prompts {sizes}; MAUVE's paired bootstrap needs the same prompts")
-        self.labels = {name: np.asarray(found, dtype=int) for name, found in self.labels.items()}
+        self.labels = {name: found.reshape(len(found), -1) for name, found in labels.items()}
 
     @property
     def n(self) -> int:
         return len(self.labels[self.reference])
 
+    @property
+    def draws(self) -> int:
+        """The most sampling draws per prompt of any row (1: one text per prompt everywhere)."""
+        return max(found.shape[1] for found in self.labels.values())
+
     def histogram(self, name: str, prompts: Sequence[int] | None = None) -> np.ndarray:
-        """Bucket counts of ``name`` over ``prompts`` (indices, repeats counted; all prompts when None)."""
+        """Bucket counts of ``name`` over ``prompts`` (indices, repeats counted; all prompts when None), every draw
+        of each prompt counted."""
         found = self.labels[name] if prompts is None else self.labels[name][np.asarray(prompts, dtype=int)]
-        return np.bincount(found, minlength=self.buckets).astype(float)
+        return np.bincount(found.ravel(), minlength=self.buckets).astype(float)
 
     def score(self, name: str, prompts: Sequence[int] | None = None) -> float:
         """MAUVE of ``name``'s texts against the human continuations of the same prompts."""
@@ -211,12 +224,28 @@ def continuation_features(model, tokenizer, prompts: Sequence[str], continuation
     return np.stack(rows)
 
 
-def mauve_judge(systems: dict[str, Sequence[str]], prompts: Sequence[str], model, tokenizer, *, reference: str,
-                seed: int = 0, resamples: int = 2000, buckets: int | None = None) -> MauveJudge:
-    """Every row of ``systems`` (name -> one continuation per prompt; ``reference`` is the human row) embedded by
-    :func:`continuation_features` and quantised together (:func:`quantize`)."""
-    if reference not in systems:
-        raise ValueError(f"reference={reference!r} is not among the systems {sorted(systems)}")
-    features = {name: continuation_features(model, tokenizer, prompts, texts) for name, texts in systems.items()}
+def mauve_judge(systems: dict[str, Sequence[str]] | Sequence[dict[str, Sequence[str]]], prompts: Sequence[str], model,
+                tokenizer, *, reference: str, seed: int = 0, resamples: int = 2000,
+                buckets: int | None = None) -> MauveJudge:
+    """Every row of ``systems`` (name -> one continuation per prompt; ``reference`` is the human row), or of every
+    sampling draw (``systems[d][name]``, the same rows in every draw), embedded by :func:`continuation_features` and
+    quantised together (:func:`quantize`). A row whose texts are the same in every draw (the human row) is embedded
+    once and holds one bucket per prompt; the others hold one per prompt and draw (:class:`MauveJudge`)."""
+    draws = [systems] if isinstance(systems, dict) else list(systems)
+    if not draws:
+        raise ValueError("systems is empty; give the texts of at least one sampling draw")
+    names = list(draws[0])
+    if any(list(draw) != names for draw in draws):
+        raise ValueError(f"every draw must hold the same rows; got {[sorted(draw) for draw in draws]}")
+    if reference not in names:
+        raise ValueError(f"reference={reference!r} is not among the systems {sorted(names)}")
+    features, shapes = {}, {}
+    for name in names:
+        texts = [list(draw[name]) for draw in draws]
+        distinct = texts[:1] if all(found == texts[0] for found in texts) else texts
+        embedded = [continuation_features(model, tokenizer, prompts, found) for found in distinct]
+        features[name] = np.stack(embedded, axis=1).reshape(-1, embedded[0].shape[1])  # prompt-major: (n D, features)
+        shapes[name] = (len(prompts), len(distinct))
     labels, buckets = quantize(features, buckets=buckets, seed=seed)
-    return MauveJudge(labels, buckets, reference, resamples=resamples)
+    return MauveJudge({name: found.reshape(shapes[name]) for name, found in labels.items()}, buckets, reference,
+                      resamples=resamples)

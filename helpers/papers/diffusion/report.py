@@ -27,7 +27,7 @@ from ... import metrics, training
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, LR_N, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof,
                          LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
-                         paired_metric_difference, speed_ratios, steps_row)
+                         describe_speed_method, paired_metric_difference, speed_interval, speed_ratios, steps_row)
 from .judge import MauveJudge
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings
 
@@ -118,11 +118,16 @@ def _repetition_confound(scores, first: str, second: str) -> str:
             f"perplexity rewards repetition{truth}")
 
 
+def _over_prompts(mauve: MauveJudge) -> str:
+    """``N prompts``, or ``N prompts × D sampling draws`` where the rows were sampled several times per prompt."""
+    return f"{mauve.n} prompts" + (f" × {mauve.draws} sampling draws" if mauve.draws > 1 else "")
+
+
 def _mauve_versus(mauve: MauveJudge, first: str, second: str) -> str:
     """``MAUVE a vs b (difference [interval])``: two sampler rows against the human continuations."""
     value, low, high = mauve.difference(first, second)
     return (f"MAUVE {mauve.score(first):.3f} vs {mauve.score(second):.3f} ({value:+.3f} [{low:+.3f}, {high:+.3f}], "
-            f"paired over {mauve.n} prompts)")
+            f"paired over {_over_prompts(mauve)})")
 
 
 def describe_judges(scores, mauve: MauveJudge, pairs: dict[str, tuple[str, str]]) -> str:
@@ -155,11 +160,12 @@ def describe_steps(scores, settings: DiffusionSettings) -> str:
             f"steps grow to the answer length.")
 
 
-def describe_blocks(scores, ratios: list[float]) -> str:
+def describe_blocks(scores, ratios: tuple[tuple[float, ...], ...]) -> str:
+    """``ratios``: the block cache's speed-up per process and trial (:func:`.experiment.speed_ratios`)."""
     semi, _, _ = log_ppl_difference(scores, SEMI_AR, LOW_CONFIDENCE)
     cached, low, high = log_ppl_difference(scores, BLOCK_CAUSAL, SEMI_AR)
-    speed, speed_low, speed_high = metrics.seed_interval(ratios)
-    interval = f"[{speed_low:.2f}, {speed_high:.2f}]" if speed_low is not None else "n/a"
+    speed, speed_low, speed_high = speed_interval(ratios)
+    interval = f"[{speed_low:.2f}, {speed_high:.2f}] ({describe_speed_method(ratios)})"
     return (f"Semi-AR blocks against one block: PPL {_ppl(scores, SEMI_AR)} vs {_ppl(scores, LOW_CONFIDENCE)} "
             f"({semi:+.3f} nats per token; LLaDA Base: 64.4 vs 64.7). Block-causal with the exact cache against semi-AR: "
             f"PPL {_ppl(scores, BLOCK_CAUSAL)} vs {_ppl(scores, SEMI_AR)} ({cached:+.3f} [{low:+.3f}, {high:+.3f}]), "
@@ -418,40 +424,41 @@ def judged_by_humans(declared: ledger.Declared, scores, mauve: MauveJudge, first
     so the row is confounded. A "matches within ±margin" row needs more: ``MAUVE(first) - MAUVE(second)`` lies
     between ``floor - MAUVE(second)`` and ``MAUVE(first) - floor``, so when both rows score less than the margin above
     the floor the match holds whatever the samplers do (a few texts on a human bucket lift a row off the floor, not
-    into the range where a loss of the margin could show); that row is confounded too. The causal judge's perplexity rewards repetition (:func:`_repetition_confound`), so it
-    never decides these rows; MAUVE does. The row carries the perplexity's confound (and is inconclusive for it) only
-    where MAUVE cannot decide the row either: then neither judge can."""
+    into the range where a loss of the margin could show); that row is confounded too. The causal judge's perplexity
+    rewards repetition (:func:`_repetition_confound`), so it never decides these rows; MAUVE does. The row carries
+    the perplexity's confound (and is inconclusive for it) only where MAUVE cannot decide the row either: then
+    neither judge can. Rows sampled several times per prompt (``mauve.draws`` > 1) nest the draws in the prompts."""
     value, low, high = mauve.difference(first, second)
     ppl, ppl_low, ppl_high = log_ppl_difference(scores, first, second)
     ours = (f"{_mauve_versus(mauve, first, second)}; {_versus(scores, first, second)} "
             f"({ppl:+.3f} [{ppl_low:+.3f}, {ppl_high:+.3f}] nats per token), D-4 "
             f"{scores.values.loc[first, 'D-4']:.1f} vs {scores.values.loc[second, 'D-4']:.1f}")
-    method = f"paired bootstrap over {mauve.n} prompts (buckets fixed)"
-    row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau)
+    method = f"paired bootstrap over {_over_prompts(mauve)} (draws nested in prompts, buckets fixed)" \
+        if mauve.draws > 1 else f"paired bootstrap over {mauve.n} prompts (buckets fixed)"
+
+    def measured(confound: str = "") -> ledger.Claim:
+        return declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
+                                 confound=confound)
+
     if mauve.shares_no_bucket(first) and mauve.shares_no_bucket(second):
         # both at the floor: a zero difference, or a match within any margin, holds whatever the samplers do
-        return declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
-                                 confound=f"MAUVE cannot rank these two: neither row's texts share a bucket with the "
-                                          f"human texts ({mauve.buckets} buckets), so both score its floor "
-                                          f"{mauve.floor:.3g}, whatever the samplers do")
-    if declared.margin is not None:
-        headroom = max(mauve.score(first), mauve.score(second)) - mauve.floor
-        if headroom < declared.margin:
-            return declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
-                                     confound=f"MAUVE cannot show a difference of the margin here: both rows score "
-                                              f"less than ±{declared.margin:g} above its floor {mauve.floor:.3g} "
-                                              f"(the higher by {headroom:.3g}; {mauve.buckets} buckets), so a match "
-                                              f"within the margin holds whatever the samplers do")
+        return measured(f"MAUVE cannot rank these two: neither row's texts share a bucket with the human texts "
+                        f"({mauve.buckets} buckets), so both score its floor {mauve.floor:.3g}, whatever the "
+                        f"samplers do")
+    headroom = max(mauve.score(first), mauve.score(second)) - mauve.floor
+    if declared.margin is not None and headroom < declared.margin:
+        return measured(f"MAUVE cannot show a difference of the margin here: both rows score less than "
+                        f"±{declared.margin:g} above its floor {mauve.floor:.3g} (the higher by {headroom:.3g}; "
+                        f"{mauve.buckets} buckets), so a match within the margin holds whatever the samplers do")
+    row = measured()
     confound = _repetition_confound(scores, first, second)
     if confound and not ledger.interval_decides(row):
-        row = declared.measured(value, low, high, method, mauve.n, ours=ours, note=note, plateau=plateau,
-                                confound=f"perplexity cannot stand in for MAUVE, which does not decide the row: "
-                                         f"{confound}")
+        return measured(f"perplexity cannot stand in for MAUVE, which does not decide the row: {confound}")
     return row
 
 
-def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], device: str, mauve: MauveJudge,
-                   mntp_curve=None) -> list[ledger.Claim]:
+def sampler_claims(scores, settings: DiffusionSettings, ratios: tuple[tuple[float, ...], ...], device: str,
+                   mauve: MauveJudge, mntp_curve=None) -> list[ledger.Claim]:
     """LLaDA Table 6 (remasking rule), App. B.6 (steps), App. B.3 (semi-AR for a base model), Fast-dLLM Table 1 (the
     cache's speed and quality), and notebook 05's sampler against LLaDA's (a measurement: no paper compares them).
     Every comparison of two samplers is judged by MAUVE against the human continuations (``mauve``:
@@ -463,8 +470,8 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
     def compared(claim_id: str, first: str, second: str, note: str = "") -> ledger.Claim:
         return judged_by_humans(CLAIMS[claim_id], scores, mauve, first, second, note=note, plateau=plateau)
 
-    speed, low, high = metrics.seed_interval(ratios)
-    low, high = (speed, speed) if low is None else (low, high)
+    speed, low, high = speed_interval(ratios)
+    trials = sum(len(found) for found in ratios)
     rows = [
         compared("diffusion.llada.table6.low_confidence_vs_random", LOW_CONFIDENCE, RANDOM, f"T = {settings.steps}"),
         compared("diffusion.llada.fig5.fewer_steps_worse", steps_row(fewest), LOW_CONFIDENCE,
@@ -472,7 +479,7 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: list[float], dev
         compared("diffusion.llada.table6.semi_ar_vs_one_block", SEMI_AR, LOW_CONFIDENCE,
                  f"B = {settings.block_length}, T = {settings.steps}"),
         CLAIMS["diffusion.fast_dllm.table1.cache_speedup"].measured(
-            speed, low, high, f"t over {len(ratios)} interleaved timing trials", len(ratios),
+            speed, low, high, describe_speed_method(ratios), trials,
             ours=f"{speed:.2f}× on {device}",
             note=f"N = {settings.target_length}, B = {settings.block_length}, T = {settings.steps}"),
         compared("diffusion.fast_dllm.table1.cache_quality", BLOCK_CAUSAL, SEMI_AR,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ... import metrics, training
+from ..openltg.settings import DRAW_STRIDE  # notebook 05's draws: draw d samples from seed + d x this
 from .mechanism import SamplerConfig, mask_predict_config
 
 FINE_TUNE_HELDOUT_CURVE = "notebook 07's diffusion fine-tune: held-out diffusion loss (LLaDA Eq. 3), negated"
@@ -36,9 +37,15 @@ class DiffusionSettings:
     trace_steps: int = 8
     trace_block: int = 8
     # Batch-1 timing trials of the block cache, one per seed: in each the uncached and the cached decode run once, one
-    # after the other (metrics.interleaved_timings), and the trial's speed-up is their ratio. The speed-up's t interval
-    # is over the trials, so it holds the run-to-run variance of the machine; at least 10 outside the smoke profile.
+    # after the other (metrics.interleaved_timings), and the trial's speed-up is their ratio. The trials repeat in
+    # timing_processes fresh processes (helpers.workers.run_jobs), and the speed-up's interval nests the trials in the
+    # processes (metrics.trials_in_processes_interval), so it holds the run-to-run variance as well as the trials'.
     timing_seeds: tuple[int, ...] = tuple(range(10))
+    timing_processes: int = 3
+    # Sampling draws per prompt of every sampler row on the one adapter (draw d samples from seed + DRAW_STRIDE d):
+    # each draw of each prompt is scored, and the judges resample prompts, each carrying all its draws (draws nested
+    # in prompts), so more draws narrow the sampling noise of a row without training anything. Keys no run folder.
+    draws: int = 2
     fine_tune_steps: int = 16  # the diffusion fine-tune of notebook 02's adapter (LLaDA Eq. 3, 1/t weight)
     fine_tune_batch: int = 4
     fine_tune_seq_len: int = 128
@@ -58,6 +65,19 @@ class DiffusionSettings:
     accuracy_margin: float = 2.0  # points of masked-token accuracy the fine-tune may lose and still "keep" it
     seed: int = 0
     measured: bool = True  # False: these sizes have not been run yet
+
+    def __post_init__(self):
+        for name, minimum, what in (("draws", 1, "sampling draws per prompt"),
+                                    ("timing_processes", 1, "processes the timing trials repeat in")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name}={value!r} must be a whole number >= {minimum} ({what})")
+        if len(self.timing_seeds) < 2:
+            raise ValueError(f"timing_seeds={self.timing_seeds!r} must hold at least 2 trials (an interval needs 2)")
+
+    def draw_seeds(self) -> list[int]:
+        """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
+        return [self.seed + DRAW_STRIDE * draw for draw in range(self.draws)]
 
     def for_seed(self, seed: int) -> "DiffusionSettings":
         """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
@@ -85,7 +105,7 @@ EXAMPLE_SIZES = ("num_prompts", "eval_blocks")
 SETTINGS = {
     "smoke": DiffusionSettings(num_prompts=3, target_length=8, batch_size=3, max_prompt_tokens=8, steps=4,
                                step_grid=(2, 4), block_length=4, trace_length=8, trace_steps=4, trace_block=4,
-                               timing_seeds=(0, 1),
+                               timing_seeds=(0, 1), timing_processes=1,
                                fine_tune_steps=2, fine_tune_batch=2, fine_tune_seq_len=32, fine_tune_blocks=16,
                                fine_tune_eval_blocks=2, eval_blocks=4, eval_block_tokens=16, ratio_bins=2,
                                mauve_resamples=200),

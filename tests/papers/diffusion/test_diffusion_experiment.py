@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaForCausalLM
 
 from helpers import masks as M
-from helpers import models, objectives, profiles, store, training
+from helpers import metrics, models, objectives, profiles, store, training
 from helpers.masked_lm import MNTPDecoder
 from helpers.paths import cache_dir
 from helpers.papers.diffusion import experiment, mechanism, settings
@@ -106,7 +106,46 @@ def test_paired_statistics_are_zero_on_identical_inputs_and_signed_otherwise():
 
     value, low, high = experiment.log_ppl_difference(Scores(), "x", "y")
     assert value == pytest.approx(1.5) and low <= value <= high
-    assert experiment.speed_ratios({experiment.SEMI_AR: [30.0, 20.0], experiment.BLOCK_CAUSAL: [10.0, 10.0]}) == [3.0, 2.0]
+    assert experiment.speed_ratios([{experiment.SEMI_AR: [30.0, 20.0], experiment.BLOCK_CAUSAL: [10.0, 10.0]},
+                                    {experiment.SEMI_AR: [40.0, 40.0], experiment.BLOCK_CAUSAL: [20.0, 10.0]}]) == \
+        ((3.0, 2.0), (2.0, 4.0))
+    with pytest.raises(ValueError, match="runs"):
+        experiment.speed_ratios({experiment.SEMI_AR: [30.0], experiment.BLOCK_CAUSAL: [10.0]})
+
+
+def test_the_speed_interval_nests_the_trials_in_the_processes():
+    """Two processes whose trials agree within each but not between them (run-to-run variance): the interval over
+    their means is wider than a t interval that took the six trials as one sample, and it covers both means."""
+    runs = ((2.0, 2.05, 1.95), (3.0, 3.05, 2.95))
+    value, low, high = experiment.speed_interval(runs)
+    pooled = metrics.mean_ci95([ratio for trials in runs for ratio in trials])[1]
+    assert value == pytest.approx(2.5) and high - low > 2 * pooled and low < 2.0 and high > 3.0
+    assert "2 processes" in experiment.describe_speed_method(runs)
+    assert "one process" in experiment.describe_speed_method(runs[:1])
+
+
+def test_the_block_cache_is_timed_in_fresh_processes(tiny_smollm2):
+    backend = tiny_smollm2
+    prompt = backend.encode("It was a bright cold day in April")
+    runs = experiment.cache_speed(backend, prompt, replace(SMOKE, timing_processes=2))
+    assert len(runs) == 2
+    assert all(sorted(found) == sorted([experiment.SEMI_AR, experiment.BLOCK_CAUSAL]) for found in runs)
+    ratios = experiment.speed_ratios(runs)
+    assert [len(trials) for trials in ratios] == [len(SMOKE.timing_seeds)] * 2
+    assert all(ratio > 0 for trials in ratios for ratio in trials)
+
+
+def test_every_draw_samples_from_its_own_seed_and_the_first_from_the_settings(tiny_smollm2):
+    backend = tiny_smollm2
+    prompts = [backend.encode(text) for text in ("It was", "She said that", "The rain")]
+    rows = {"a": SMOKE.llada()}
+    chosen = replace(SMOKE, draws=3, batch_size=3, seed=1)
+    draws = experiment.generate_draws(backend, prompts, rows, chosen)
+    assert len(draws) == 3 and chosen.draw_seeds()[0] == 1
+    assert draws[0].texts == experiment.generate(backend, prompts, rows, chosen, seed=1).texts
+    assert draws[2].texts == experiment.generate(backend, prompts, rows, chosen, seed=chosen.draw_seeds()[2]).texts
+    systems = experiment.systems_per_draw(draws, ["x", "y", "z"])
+    assert [found[experiment.TRUTH_ROW] for found in systems] == [["x", "y", "z"]] * 3
 
 
 def test_accuracy_by_ratio_and_high_ratio_hits_read_the_bound_samples():

@@ -94,6 +94,46 @@ def test_the_judge_refuses_rows_of_other_prompts_and_a_missing_reference():
         judge.mauve_of_histograms(np.ones(2), np.ones(3))
 
 
+def test_draws_are_nested_in_their_prompts():
+    """A row sampled D times per prompt: its histogram counts every draw of the chosen prompts, copies of one draw
+    score what that draw scores (the bootstrap resamples prompts, each carrying its draws, never a draw as a prompt),
+    and where each draw lands on the human bucket or off it by chance, more draws narrow the paired interval."""
+    n = 60
+    human = np.arange(n) % 4
+    one = np.where(np.arange(n) % 3 == 0, 0, human)
+    single = judge.MauveJudge({HUMAN: human, "row": one, "same": human}, 4, HUMAN, resamples=300)
+    copies = judge.MauveJudge({HUMAN: human, "row": np.repeat(one[:, None], 5, axis=1), "same": human}, 4, HUMAN,
+                              resamples=300)
+    assert copies.draws == 5 and single.draws == 1 and copies.n == single.n == n
+    assert copies.histogram("row", [0, 0]).sum() == 10  # two picks of prompt 0, five draws each
+    assert copies.score("row") == pytest.approx(single.score("row"))
+    assert copies.difference("row", "same") == pytest.approx(single.difference("row", "same"))
+
+    rng = np.random.default_rng(0)
+    width = {}
+    for draws in (1, 8):
+        noisy = np.where(rng.random((n, draws)) < 0.5, 0, human[:, None])  # each draw a coin flip off the human bucket
+        value, low, high = judge.MauveJudge({HUMAN: human, "noisy": noisy, "same": human}, 4, HUMAN,
+                                            resamples=300).difference("noisy", "same")
+        width[draws] = high - low
+    assert width[8] < 0.85 * width[1]
+    with pytest.raises(ValueError, match="prompts, draws"):
+        judge.MauveJudge({HUMAN: human, "row": np.zeros((n, 2, 2), dtype=int)}, 4, HUMAN)
+
+
+def test_the_judge_embeds_every_draw_and_the_human_text_once(tiny_smollm2):
+    model, tokenizer = tiny_smollm2.model, tiny_smollm2.tokenizer
+    prompts = ["It was a truth universally acknowledged.", "Emma Woodhouse, handsome, clever, and rich.", "The rain."]
+    human = ["She walked to the window.", "He said nothing at all.", "It fell all day."]
+    draws = [{"row": ["a b c", "d e f", "g h i"], HUMAN: human}, {"row": ["j k l", "m n o", "p q r"], HUMAN: human}]
+    found = judge.mauve_judge(draws, prompts, model, tokenizer, reference=HUMAN, buckets=2)
+    assert found.labels["row"].shape == (3, 2) and found.labels[HUMAN].shape == (3, 1) and found.draws == 2
+    one = judge.mauve_judge(draws[0], prompts, model, tokenizer, reference=HUMAN, buckets=2)
+    assert one.labels["row"].shape == (3, 1) and one.draws == 1
+    with pytest.raises(ValueError, match="same rows"):
+        judge.mauve_judge([draws[0], {HUMAN: human}], prompts, model, tokenizer, reference=HUMAN)
+
+
 def test_continuation_features_read_the_continuation_in_its_prompts_context(tiny_smollm2):
     model, tokenizer = tiny_smollm2.model, tiny_smollm2.tokenizer
     prompts = ["It was a truth universally acknowledged.", "Emma Woodhouse, handsome, clever, and rich."]

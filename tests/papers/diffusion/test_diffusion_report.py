@@ -67,7 +67,7 @@ def _run_claims(shifts, gain=5.0, ratios=(2.0, 2.2, 2.1), curve=None, badness=No
     bounds = {experiment.MASK_CORRUPTION: 3.0 + np.linspace(0, 0.1, 12),
               experiment.UNIFORM_CORRUPTION: 3.0 + uniform_cost + np.linspace(0, 0.1, 12)[::-1]}
     proof = experiment.BlockProof(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.bool), 1, 1, 1)
-    speed = {experiment.SEMI_AR: [r * 10 for r in ratios], experiment.BLOCK_CAUSAL: [10.0] * len(ratios)}
+    speed = [{experiment.SEMI_AR: [r * 10 for r in ratios], experiment.BLOCK_CAUSAL: [10.0] * len(ratios)}]
     return report.claims(identities={"a": True}, proof=proof, cache_exact=True, mask_predict_equal=True,
                          scores=_scores(shifts), mauve=_mauve(badness), settings=SMOKE, speed=speed, device="cpu",
                          study=study, accuracy=accuracy, names=names, mntp_curve=curve, fine_tune_curve=curve,
@@ -185,6 +185,19 @@ def test_a_match_within_the_margin_needs_mauve_headroom_above_its_floor():
     assert not lost.confound and lost.high < -quality.margin
 
 
+def test_a_row_sampled_several_times_per_prompt_says_its_draws_are_nested_in_the_prompts():
+    one = _mauve({experiment.RANDOM: 1.0})
+    drawn = judge.MauveJudge({name: np.repeat(found, 2, axis=1) if name != experiment.TRUTH_ROW else found
+                              for name, found in one.labels.items()}, one.buckets, one.reference, resamples=200)
+    rows = {draws: report.judged_by_humans(report.CLAIMS["diffusion.llada.table6.low_confidence_vs_random"],
+                                           _scores({experiment.RANDOM: 0.5}), found, experiment.LOW_CONFIDENCE,
+                                           experiment.RANDOM)
+            for draws, found in ((1, one), (2, drawn))}
+    assert "× 2 sampling draws" in rows[2].method and "nested" in rows[2].method and rows[2].n == 12
+    assert "draws" not in rows[1].method
+    assert (rows[2].value, rows[2].low, rows[2].high) == pytest.approx((rows[1].value, rows[1].low, rows[1].high))
+
+
 def test_every_row_is_declared_and_every_declaration_is_emitted():
     rows = _claims({experiment.RANDOM: 0.5})
     assert [row.id for row in rows] == list(report.CLAIMS)
@@ -253,7 +266,8 @@ def test_describe_sentences_carry_the_numbers():
     scores = _scores({experiment.RANDOM: 0.5})
     assert "64.7" in report.describe_remasking(scores) and "52.3" in report.describe_remasking(scores)
     assert "T=2" in report.describe_steps(scores, SMOKE)
-    assert "3.2×" in report.describe_blocks(scores, [2.0, 2.5])
+    blocks = report.describe_blocks(scores, ((2.0, 2.5), (2.2, 2.1)))
+    assert "3.2×" in blocks and "2.20×" in blocks and "2 processes" in blocks
     study, accuracy, names = _study(5.0)
     assert "78 → 35" in report.describe_fine_tune(study, accuracy, names)
     table = report.sampler_table(scores, {experiment.LOW_CONFIDENCE: SMOKE.steps})
@@ -270,15 +284,15 @@ def test_a_confounded_perplexity_leaves_the_row_to_mauve_and_confounds_it_only_w
     assert report._repetition_confound(_scores({experiment.RANDOM: 0.5}), experiment.LOW_CONFIDENCE,
                                        experiment.RANDOM) == ""
     assert report.log_ppl_difference(scores, experiment.LOW_CONFIDENCE, experiment.RANDOM)[2] < 0  # PPL prefers it
-    decided = _as_study(report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu",
+    decided = _as_study(report.sampler_claims(scores, SMOKE, ((1.5, 1.6, 1.7),), "cpu",
                                               _mauve({experiment.LOW_CONFIDENCE: 1.0}), mntp_curve=STOPPED))
     remasking = next(row for row in decided if "random" in row.quantity)
     assert remasking.high < 0 and not remasking.confound and remasking.verdict == "not reproduced"
-    run = next(row for row in report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu",
+    run = next(row for row in report.sampler_claims(scores, SMOKE, ((1.5, 1.6, 1.7),), "cpu",
                                                     _mauve({experiment.LOW_CONFIDENCE: 1.0}), mntp_curve=STOPPED)
                if "random" in row.quantity)  # one run's row, before the seeds are combined
     assert "PPL" in run.ours and "D-4" in run.ours and "MAUVE" in run.ours
-    undecided = _as_study(report.sampler_claims(scores, SMOKE, [1.5, 1.6, 1.7], "cpu", _mauve({}), mntp_curve=STOPPED))
+    undecided = _as_study(report.sampler_claims(scores, SMOKE, ((1.5, 1.6, 1.7),), "cpu", _mauve({}), mntp_curve=STOPPED))
     remasking = next(row for row in undecided if "random" in row.quantity)
     assert remasking.low <= 0 <= remasking.high  # MAUVE cannot tell them apart ...
     assert remasking.verdict == "inconclusive" and "confounded" in remasking.verdict_text  # ... nor can perplexity

@@ -54,3 +54,19 @@ def test_the_curve_counts_follow_the_evaluation_cadence():
         recipe = training.MASKED_LM_RECIPES[name]
         assert points[training.MNTP_HELDOUT_CURVE] == settings.evaluations_in_last_half(recipe.steps, recipe.eval_every)
         assert points[settings.FINE_TUNE_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
+
+
+@pytest.mark.parametrize("field, value", [("draws", 0), ("draws", True), ("timing_processes", 0),
+                                          ("timing_seeds", (0,))])
+def test_a_bad_size_names_its_argument(field, value):
+    with pytest.raises(ValueError, match=field):
+        replace(settings.SETTINGS["smoke"], **{field: value})
+
+
+def test_more_draws_prompts_or_timing_processes_find_the_same_fine_tune():
+    smoke = profiles.get("smoke")
+    chosen = settings.SETTINGS["smoke"]
+    larger = replace(chosen, draws=chosen.draws + 3, num_prompts=chosen.num_prompts * 2,
+                     timing_processes=chosen.timing_processes + 2)
+    assert experiment.FineTuneKey.of(smoke, larger) == experiment.FineTuneKey.of(smoke, chosen)
+    assert settings.SETTINGS["cpu"].draws >= 2 and settings.SETTINGS["cpu"].timing_processes >= 3
