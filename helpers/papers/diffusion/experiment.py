@@ -232,7 +232,22 @@ def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSett
     job = (backend, prompt, settings)
     if settings.timing_processes == 1:
         return [_timed_cache(*job)]
+    _remove_output_capturing_hooks(backend.model)  # the model is pickled to every worker
     return [workers.run_jobs(_timed_cache_job, [job], 1)[0] for _ in range(settings.timing_processes)]
+
+
+def _remove_output_capturing_hooks(model: torch.nn.Module) -> None:
+    """Take transformers' output-capturing forward hooks off ``model`` and mark it unhooked. transformers installs
+    them the first time a forward asks for hidden states (the reachability proof does); they are local functions,
+    which pickle cannot send to a worker process. Nothing else changes: the next forward that asks for hidden states
+    installs them again."""
+    for module in model.modules():
+        capturing = [key for key, hook in module._forward_hooks.items()
+                     if "output_capturing_hook" in getattr(hook, "__qualname__", "")]
+        for hooks in (module._forward_hooks, module._forward_hooks_with_kwargs, module._forward_hooks_always_called):
+            for key in capturing:
+                hooks.pop(key, None)
+        module.__dict__.pop("_output_capturing_hooks_installed", None)
 
 
 def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> dict[str, list[float]]:
