@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 WORKBOOK_PROFILE ?=
 
-.PHONY: setup git-filter reproduce study ledger test benchmark strip clean clean-runs
+.PHONY: setup git-filter reproduce study ledger carry test benchmark strip clean clean-runs
 
 setup: $(VENV)/.installed git-filter
 	$(PY) -m helpers.assets
@@ -53,6 +53,14 @@ study: setup
 # are combined and gathered; no notebook runs.
 ledger: setup
 	WORKBOOK_PROFILE=cpu $(PY) scripts/study.py $(STUDY_NOTEBOOKS) --plan --looks $(STUDY_LOOKS) --rebuild
+
+# Equal numbers keep the study: every notebook whose code changed since its slice record runs at the slice scale
+# (smoke sizes, the embedded model, the cpu profile's precision) and every number it writes is compared bit for bit
+# with the record; equal numbers carry its study rows to this code (claims/carried.json), a moved number is named and
+# the notebook is stale. CARRY_NOTEBOOKS picks notebooks; `python -m helpers.equal_numbers --record` records anew.
+CARRY_NOTEBOOKS ?= 01 02 03 04 05 06 07
+carry: setup
+	$(PY) -m helpers.equal_numbers --notebooks $(CARRY_NOTEBOOKS)
 
 test: setup
 	WORKBOOK_PROFILE=smoke $(PY) -m pytest tests notebooks --nbmake -q -p no:cacheprovider

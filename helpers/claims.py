@@ -36,7 +36,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from . import store
+from . import code_identity, store
+from .code_identity import COLAB_PIN_LINE, code_changes, code_current, code_paths  # noqa: F401 (the ledger's API)
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive")  # a finding's; a definition check holds or fails
 PAPERS = {
@@ -860,35 +861,6 @@ def expected_parameters(notebook: str, profile, examples: int = 1) -> str:
     return store.fingerprint([profile, *notebook_settings(notebook, profile, examples)])
 
 
-def code_paths(notebook: str) -> list[str]:
-    """The code notebook ``notebook`` runs, as git pathspecs: its paper package ``helpers/papers/<package>/``, the
-    shared modules ``helpers/*.py`` and the notebook itself."""
-    from . import profiles
-
-    package = "mntp" if notebook == "02" else profiles.NOTEBOOK_PAPERS.get(notebook)
-    return ([f"helpers/papers/{package}/"] if package else []) + [":(glob)helpers/*.py",
-                                                                   f":(glob)notebooks/{notebook}_*.ipynb"]
-
-
-# The Colab install cell's pin (scripts/pin_colab_commit.py) as it stands in a notebook's JSON: it names the commit the
-# notebooks belong to and changes after every helpers change, while no computation reads it.
-COLAB_PIN_LINE = r'^ *"WORKBOOK_COMMIT = '
-
-
-def code_changes(commit, notebook: str) -> list[str] | None:
-    """The files of notebook ``notebook``'s code (:func:`code_paths`) that differ between ``commit`` and HEAD, a change
-    of only the Colab pin (:data:`COLAB_PIN_LINE`) not counted; None when ``commit`` is not a commit of this
-    repository (or git cannot say)."""
-    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
-        return None
-    if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
-        return None
-    # --numstat (not --name-only, which lists a file whatever -I ignores): a file whose changed lines all match the pin
-    # has no line to count, so it is not listed
-    changed = _git("diff", "--numstat", "--no-renames", "-I", COLAB_PIN_LINE, commit, "HEAD", "--", *code_paths(notebook))
-    return None if changed is None else [line.split("\t", 2)[2] for line in changed.splitlines() if line.strip()]
-
-
 def _files(names: Sequence[str], most: int = 4) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
@@ -897,13 +869,14 @@ def _check_code(origin: dict, profile, where: str, what: str, rerun: str) -> Non
     """The commit ``origin`` names exists and the notebook's code is unchanged since it; its parameters fingerprint
     is the one the notebook's parameters cell registers under ``profile`` (:func:`expected_parameters`)."""
     commit = origin.get("commit")
-    changed = code_changes(commit, where)
-    if changed is None:
+    current, how = code_current(commit, where)
+    if current is None:
         raise ProvenanceError(f"{what} were computed at commit {commit!r}, which is not a commit of this repository; "
                               f"{rerun}")
-    if changed:
+    if not current:
         raise ProvenanceError(f"{what} were computed at commit {commit[:7]}, and notebook {where}'s code has changed "
-                              f"since ({_files(changed)}); {rerun}")
+                              f"since ({_files(code_changes(commit, where) or [])}); {rerun} (or, if the change moved "
+                              "no number, show it: python -m helpers.equal_numbers)")
     expected = expected_parameters(where, profile, _examples_of(origin))
     if origin.get("parameters") != expected:
         found = origin.get("parameters")
@@ -985,15 +958,7 @@ def _examples_study(origin: dict) -> dict[int, dict[int, dict]]:
 
 
 def _git(*arguments: str) -> str | None:
-    import subprocess
-
-    from .paths import repo_root
-
-    try:
-        result = subprocess.run(["git", *arguments], cwd=repo_root(), capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return result.stdout.strip() if result.returncode == 0 else None
+    return code_identity.git(*arguments)
 
 
 def _cpu_model() -> str:
@@ -1305,6 +1270,8 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
     for notebook, origin in origins.items():  # what the README says of each notebook's code since its rows' commit
         entry = {"commit": origin.get("commit"), "changed": [] if notebook in fresh else
                  code_changes(origin.get("commit"), notebook)}
+        if entry["changed"] and code_current(entry["commit"], notebook)[0]:
+            entry["carried"] = code_identity.read_carried().get(notebook)
         if notebook not in fresh and before.get(notebook, {}).get("redeclared"):
             entry["redeclared"] = before[notebook]["redeclared"]
         code[notebook] = entry
@@ -1609,7 +1576,7 @@ def study_seed_is_done(profile: str, seed: int, notebook: str, examples: int = 1
         return False
     seeded = profiles.get(profile).replace(seed=int(seed))
     return origin.get("parameters") == expected_parameters(notebook, seeded, examples) and \
-        code_changes(origin.get("commit"), notebook) == []
+        code_current(origin.get("commit"), notebook)[0] is True
 
 
 def _study_payloads(profile: str, notebook: str, seeds: Sequence[int], schedule) -> dict[tuple[int, int], dict]:
@@ -1850,6 +1817,9 @@ def _code_line(notebooks: Sequence[str], code: dict) -> list[str]:
                      "has changed since that commit)")
         elif "changed" in entry and entry["changed"] is None:
             text += ": **stale** (not a commit of this repository)"
+        elif entry.get("changed") and entry.get("carried"):
+            text += (f", its code changed since ({_files(entry['changed'], 3)}) and carried by equal numbers "
+                     "(`python -m helpers.equal_numbers`)")
         elif entry.get("changed"):
             text += f": **stale** (its code changed since: {_files(entry['changed'], 3)})"
         elif "changed" in entry:
@@ -2007,16 +1977,27 @@ def stale_notebooks(path: Path | None = None) -> list[str]:
     lines = []
     for notebook, entry in sorted(ledger_code(path).items()):
         commit = entry.get("commit")
-        changed = code_changes(commit, notebook)
+        current, how = code_current(commit, notebook)
         redone = f"; rerun notebook {notebook} (make reproduce, make study) to recompute"
-        if changed is None:
+        if current is None:
             lines.append(f"notebook {notebook}: computed at {commit!r}, not a commit of this checkout (a shallow "
                          f"clone?){redone}")
-        elif changed:
-            lines.append(f"notebook {notebook}: computed at {commit[:7]}; its code changed since "
-                         f"({len(changed)} files: {_files(changed)}){redone}")
+        elif not current:
+            lines.append(f"notebook {notebook}: computed at {commit[:7]}; {how}; if it moved no number, "
+                         f"`python -m helpers.equal_numbers` carries it{redone}")
         elif entry.get("redeclared"):
             lines.append(f"notebook {notebook}: computed at {commit[:7]}, rows rebuilt by {entry['redeclared']}")
+    return lines
+
+
+def carried_notebooks(path: Path | None = None) -> list[str]:
+    """For each notebook of the committed ledger whose code changed since its rows' commit but was carried to HEAD
+    by equal numbers (:func:`helpers.code_identity.code_current`): one line saying from where."""
+    lines = []
+    for notebook, entry in sorted(ledger_code(Path(path or ledger_path())).items()):
+        current, how = code_current(entry.get("commit"), notebook)
+        if current and how != "unchanged":
+            lines.append(f"notebook {notebook}: {how}")
     return lines
 
 
@@ -2053,7 +2034,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ledger row without a declared claim: {problem}")
     for line in stale_notebooks():  # shown as stale in the README too; not a failure
         print(f"stale (not a failure): {line}")
-    return 0 if current and not problems and not absent and not undeclared else 1
+    for line in carried_notebooks():
+        print(f"current: {line}")
+    carry = code_identity.carry_problems()
+    for problem in carry:
+        print(f"equal numbers: {problem}")
+    return 0 if current and not problems and not absent and not undeclared and not carry else 1
 
 
 if __name__ == "__main__":
