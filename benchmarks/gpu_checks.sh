@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's GPU benchmarks in one go, on random weights of the real shapes (nothing to download):
+# The GPU benchmarks of docs/benchmarks.md in one go, on random weights of the real shapes (nothing to download):
 #   attention under the MAGNET hybrid mask (flex vs causal sdpa), a LoRA-MNTP step's tokens/s and MFU at 1B shape,
 #   the measured CUDA peak of notebook 02's training step against helpers.memory's estimate, MAGNET's joint step,
 #   and mask-predict against autoregressive decoding.

@@ -141,11 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.dry_run:
         return 0
     commits = sorted({origin.get("commit") for origin in old_payload["provenance"].values() if origin.get("commit")})
-    readme = ROOT / "README.md"
     code = claims.ledger_code(ledger)  # each notebook's commit and staleness, kept; marked as redeclared
     for entry in code.values():
         entry["redeclared"] = "scripts/redeclare_ledger.py"
-    text = claims.render_readme(readme.read_text(), rows, claims.read_tables(), readme, changes, code)
+    texts = claims.render_docs(rows, claims.read_tables(), changes, code, ROOT)  # docs/claims.md and the README
     payload = json.loads(claims._rows_to_json(rows, profile=old_payload["profile"], provenance=old_payload["provenance"],
                                               changes=changes))
     if isinstance(old_payload.get("code"), dict):
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     payload["redeclared"] = {"computed_at": commits, "by": "scripts/redeclare_ledger.py",
                              "note": "measured numbers as computed at these commits; declarations, checks and verdict "
                                      "rule of the current code"}
-    store.write_together({ledger: json.dumps(payload, indent=1) + "\n", readme: text}, claims._journal())
+    store.write_together({ledger: json.dumps(payload, indent=1) + "\n", **texts}, claims._journal())
     return 0
 
 

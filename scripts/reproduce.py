@@ -3,8 +3,9 @@
 Executed copies go to ``runs/notebooks/`` under the workbook root (``$WORKBOOK_ROOT``, else this checkout), written
 atomically; the committed notebooks stay stripped. Figures land in figures/. In the cpu profile the claims of the
 notebooks that finished are gathered into claims/ledger_cpu.json, their result tables into claims/tables_cpu.json,
-and the README's claims table and result tables are rebuilt. A notebook that fails does not stop the others; the
-run then names every failed notebook and exits 1, so a partial rerun never passes for a full one. Ctrl-C (SIGINT)
+and the generated blocks (docs/claims.md's claims table and result tables, the README's headline) are rebuilt. A
+notebook that fails does not stop the others; the run then names every failed notebook and exits 1, so a partial rerun
+never passes for a full one. Ctrl-C (SIGINT)
 stops the run: the running notebook's kernel is shut down (kernels run in their own sessions, so the terminal's
 signal reaches only this script), its executed copy is kept, the notebooks that finished are named, nothing is
 gathered, and the run exits 130.
@@ -148,7 +149,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
     elif profile.name == claims.LEDGER_PROFILE and finished:
         rows = claims.gather(notebooks=finished)
         print(f"claims ledger {claims.ledger_path()}: notebooks {', '.join(finished)} gathered; "
-              f"{claims.headline(rows)}; README blocks regenerated")
+              f"{claims.headline(rows)}; docs/claims.md and the README's headline regenerated")
     if failed:
         print(f"\n{len(failed)} notebook(s) failed, their claims NOT gathered (the ledger keeps their earlier rows): "
               + "; ".join(f"{name}: {error}" for name, error in failed.items())
@@ -159,7 +160,7 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
 
 def interrupted(during: Path, paths: list[Path], timings: list[tuple[str, float]], failed: dict, out_dir: Path) -> int:
     """Report a run stopped by Ctrl-C while ``during`` ran: what finished, what failed, what never ran. Nothing is
-    gathered (the ledger and the README stay as they were). Returns the exit code, 130."""
+    gathered (the ledger and the docs stay as they were). Returns the exit code, 130."""
     ran = [name for name, _ in timings]
     finished = [name for name in ran if name not in failed]
     waiting = [path.name for path in paths[paths.index(during) + 1:]]

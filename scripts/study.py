@@ -6,7 +6,7 @@ A (seed, notebook) whose claims file is there, computed under the profile with t
 code, is not run again: an interrupted study resumes where it stopped. Then each notebook's rows are combined over the
 seeds (``helpers.claims.combine_seeds``:
 a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
-and gathered into ``claims/ledger_cpu.json`` and the README, marked as a study; a later single-seed ``make reproduce``
+and gathered into ``claims/ledger_cpu.json`` and the docs' generated blocks, marked as a study; a later single-seed ``make reproduce``
 keeps them and prints whether its values fall inside the study's prediction intervals. Ctrl-C stops the study at once (the
 running kernel is shut down), names what finished, combines and gathers nothing, and exits 130; a rerun resumes.
 

@@ -1,4 +1,4 @@
-"""The claims ledger: rows are validated, verdicts follow the interval, the README table is the ledger's."""
+"""The claims ledger: rows are validated, verdicts follow the interval, the docs' generated blocks are the ledger's."""
 import dataclasses
 import json
 import os
@@ -195,11 +195,14 @@ def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
     assert metrics.seed_interval([0.5]) == (0.5, None, None)
 
 
-def _workbook(tmp_path, monkeypatch, readme_tail=""):
-    """A bare checkout in ``tmp_path`` whose README has the claims markers and, after them, ``readme_tail``."""
+def _workbook(tmp_path, monkeypatch, doc_tail=""):
+    """A bare checkout in ``tmp_path`` whose docs/claims.md has the claims markers and, after them, ``doc_tail``, and
+    whose README has the headline markers; returns docs/claims.md."""
     for marker in ("pyproject.toml", "notebooks", "helpers"):
         (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).write_text("")
-    (tmp_path / "README.md").write_text(f"# t\n\n{claims.README_BEGIN}\nold\n{claims.README_END}\n{readme_tail}\nafter\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "claims.md").write_text(f"# t\n\n{claims.CLAIMS_BEGIN}\nold\n{claims.CLAIMS_END}\n{doc_tail}\nafter\n")
+    (tmp_path / "README.md").write_text(f"# t\n\n{claims.HEADLINE_BEGIN}\nold\n{claims.HEADLINE_END}\nafter\n")
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     # the synthetic rows here are no paper's declared claims; the declarations are checked on the real ledger
@@ -210,7 +213,7 @@ def _workbook(tmp_path, monkeypatch, readme_tail=""):
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-q", "-m", "workbook")
-    return tmp_path / "README.md"
+    return tmp_path / "docs" / "claims.md"
 
 
 def _git(root, *arguments):
@@ -229,8 +232,8 @@ def _params(notebook, profile="cpu"):
     return claims.parameters(notebook, cfg, *claims.notebook_settings(notebook, cfg))
 
 
-def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
-    _workbook(tmp_path, monkeypatch)
+def test_record_gather_and_docs_round_trip(tmp_path, monkeypatch):
+    doc = _workbook(tmp_path, monkeypatch)
     rows = [claims.Claim(**ROW), claims.Claim(**{**ROW, "where": "Fig. 5", "high": 5.0})]
     path = claims.record(rows, notebook="05", profile="cpu", parameters=_params("05"))
     assert path == tmp_path / "runs" / "claims" / "cpu" / "05.json"
@@ -238,11 +241,19 @@ def test_record_gather_and_readme_round_trip(tmp_path, monkeypatch):
         claims.record(rows, notebook="04", profile="cpu")
     gathered = claims.gather()
     assert gathered == rows
-    readme = (tmp_path / "README.md").read_text()
-    assert "1 reproduced, 0 not reproduced, 1 inconclusive" in readme and "\nold\n" not in readme and readme.endswith("after\n")
-    assert claims.readme_is_current(tmp_path / "README.md")
-    (tmp_path / "README.md").write_text(readme.replace("40.6", "41.6"))
-    assert not claims.readme_is_current(tmp_path / "README.md")
+    text = doc.read_text()
+    assert "1 reproduced, 0 not reproduced, 1 inconclusive" in text and "\nold\n" not in text and text.endswith("after\n")
+    readme = (tmp_path / "README.md").read_text()  # the README gets the headline only: counts, no rows
+    assert "| OpenLTG | 05 | 1 / 0 / 1 | — | — | 0 |" in readme and "\nold\n" not in readme and "40.6" not in readme
+    assert readme.endswith(f"{claims.HEADLINE_END}\nafter\n")
+    assert claims.docs_are_current()
+    doc.write_text(text.replace("40.6", "41.6"))
+    assert not claims.docs_are_current() and claims.stale_docs() == [doc]
+    doc.write_text(text)
+    (tmp_path / "README.md").write_text(readme.replace("1 / 0 / 1", "2 / 0 / 0"))
+    assert claims.stale_docs() == [tmp_path / "README.md"]
+    assert claims.render_committed() == [tmp_path / "README.md"] and claims.docs_are_current()
+    assert (tmp_path / "README.md").read_text() == readme
     path.write_text(path.read_text()[:40])
     with pytest.raises(ValueError, match=str(path)):
         claims.gather()
@@ -271,7 +282,7 @@ def test_record_table_names_the_bad_argument(tmp_path, monkeypatch, change, argu
 
 
 def test_gather_writes_result_tables_and_keeps_those_of_notebooks_not_rerun(tmp_path, monkeypatch):
-    readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("05_table6") + "\n\n" + _table_markers("06_table3") + "\n")
+    doc = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("05_table6") + "\n\n" + _table_markers("06_table3") + "\n")
     claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
     path = claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"],
                                note=TABLE["note"], profile="cpu", parameters=_params("06"))
@@ -283,10 +294,10 @@ def test_gather_writes_result_tables_and_keeps_those_of_notebooks_not_rerun(tmp_
     committed = claims.read_tables()
     assert [entry.key for entry in committed] == ["05_table6", "06_table3"]
     assert committed[1].rows == (("EMAT", "35.0 [30.1, 40.2]"), ("GRU | beam", "8.3 [3.1, 14.6]"))
-    text = readme.read_text()
+    text = doc.read_text()
     assert "stale" not in text and "**Table 3 by gold length** (notebook 06" in text and text.endswith("after\n")
     assert "| EMAT | 35.0 [30.1, 40.2] |" in text and "| GRU \\| beam |" in text and "95% bootstrap over 353" in text
-    assert claims.readme_is_current(readme) and claims.main(["--check"]) == 0
+    assert claims.docs_are_current() and claims.main(["--check"]) == 0
     first = (tmp_path / "claims" / "tables_cpu.json").read_text()
     claims.gather()  # deterministic: gathering the same files again writes the same bytes
     assert (tmp_path / "claims" / "tables_cpu.json").read_text() == first
@@ -300,35 +311,71 @@ def test_gather_writes_result_tables_and_keeps_those_of_notebooks_not_rerun(tmp_
     committed = {entry.key: entry for entry in claims.read_tables()}
     assert committed["05_table6"].rows == (("LTD", "0.31 [0.2, 0.4]"),)
     assert committed["06_table3"].rows == (("EMAT", "40.0 [35.0, 45.0]"),)
-    assert "40.0 [35.0, 45.0]" in readme.read_text() and "35.0 [30.1, 40.2]" not in readme.read_text()
+    assert "40.0 [35.0, 45.0]" in doc.read_text() and "35.0 [30.1, 40.2]" not in doc.read_text()
 
 
 def test_check_detects_an_out_of_sync_result_table(tmp_path, monkeypatch):
-    readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3", claims.TABLE_PLACEHOLDER) + "\n")
+    doc = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3", claims.TABLE_PLACEHOLDER) + "\n")
     claims.gather()
-    assert claims.readme_is_current(readme)  # nothing gathered yet: the placeholder is the current block
+    assert claims.docs_are_current()  # nothing gathered yet: the placeholder is the current block
     claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu", parameters=_params("06"))
     claims.gather()
-    text = readme.read_text()
-    assert claims.TABLE_PLACEHOLDER not in text and claims.readme_is_current(readme)
-    readme.write_text(text.replace("35.0 [30.1, 40.2]", "36.0 [30.1, 40.2]"))
-    assert not claims.readme_is_current(readme) and claims.main(["--check"]) == 1
-    readme.write_text(text.replace(claims.TABLE_END.format(key="06_table3"), ""))
+    text = doc.read_text()
+    assert claims.TABLE_PLACEHOLDER not in text and claims.docs_are_current()
+    doc.write_text(text.replace("35.0 [30.1, 40.2]", "36.0 [30.1, 40.2]"))
+    assert not claims.docs_are_current() and claims.main(["--check"]) == 1
+    doc.write_text(text.replace(claims.TABLE_END.format(key="06_table3"), ""))
     with pytest.raises(ValueError, match="06_table3:end"):
-        claims.readme_is_current(readme)
+        claims.docs_are_current()
 
 
-def test_gather_refuses_a_table_without_readme_markers_and_writes_nothing(tmp_path, monkeypatch):
-    readme = _workbook(tmp_path, monkeypatch)
-    before = readme.read_text()
+def test_gather_refuses_a_table_or_a_headline_without_its_markers_and_writes_nothing(tmp_path, monkeypatch):
+    doc = _workbook(tmp_path, monkeypatch)
+    before = doc.read_text()
     claims.record_table("table3", TABLE["header"], TABLE["rows"], notebook="06", title=TABLE["title"], profile="cpu", parameters=_params("06"))
     with pytest.raises(ValueError, match="06_table3:begin"):
         claims.gather()
-    assert readme.read_text() == before and not (tmp_path / "claims").exists()
+    assert doc.read_text() == before and not (tmp_path / "claims").exists()
+    doc.write_text(before + "\n" + _table_markers("06_table3") + "\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# t\n")  # the README without its headline markers
+    with pytest.raises(ValueError, match="README.md lacks the markers .*headline:begin"):
+        claims.gather()
+    assert readme.read_text() == "# t\n" and "stale" in doc.read_text() and not (tmp_path / "claims").exists()
+    readme.unlink()
+    with pytest.raises(ValueError, match="README.md is missing"):
+        claims.gather()
+    assert not (tmp_path / "claims").exists()
 
 
-def test_committed_readme_table_is_the_ledgers():
-    assert claims.readme_is_current(), "README claims table differs from claims/ledger_cpu.json: python -m helpers.claims --gather"
+def test_the_generated_blocks_never_make_the_tree_dirty_but_the_prose_around_them_does(tmp_path, monkeypatch):
+    doc = _workbook(tmp_path, monkeypatch)
+    readme = tmp_path / "README.md"
+    committed = {path: path.read_text() for path in (doc, readme)}
+    for path, text in committed.items():  # what a gather writes: the blocks only
+        path.write_text(text.replace("\nold\n", "\nnew rows\n"))
+    assert claims._dirty() is False
+    for path, text in committed.items():  # prose edited outside the blocks
+        path.write_text(text.replace("# t", "# edited"))
+        assert claims._dirty() is True, path
+        path.write_text(text)
+    assert claims._dirty() is False
+
+
+def test_the_readme_headline_counts_each_paper_and_the_papers_beyond_them_apart():
+    magnet = claims.Claim(**{**ROW, "paper": "000", "notebook": "03"})
+    straddles = claims.Claim(**{**ROW, "low": -5.0, "high": 3.0})  # OpenLTG, inconclusive
+    beyond = claims.Claim(**{**ROW, "notebook": "07", "paper": "LLaDA"})
+    rows = [magnet, straddles, claims.Claim(**DEFINITION), beyond]
+    text = claims.render_headline(rows)
+    lines = text.splitlines()
+    names = [line.split(" | ")[0].lstrip("| ") for line in lines[2:] if line.startswith("| ")]
+    assert names[:2] == ["MAGNET", "OpenLTG"] and names[-1] == "beyond them: LLaDA"  # by notebook, then the others
+    found = claims.counts([magnet, straddles])
+    assert (f"| **{found['reproduced']} / {found['not reproduced']} / {found['inconclusive']}** |" in text
+            and "| beyond them: LLaDA | 07 | 1 / 0 / 0 |" in text)
+    assert "The four papers' 1 inconclusive findings, each under its first reason: 1 interval straddles" in text
+    assert "seed 00" not in text and "| 002 " not in text  # papers by name, never by their source file
 
 
 # The ledger's comparisons against a baseline: (notebook, text in the row's claim) -> what must beat what first.
@@ -842,7 +889,7 @@ def test_a_study_form_file_is_rederived_from_its_seeds_and_refused_when_edited(t
 def test_result_tables_carry_and_pass_the_claims_provenance(tmp_path, monkeypatch):
     from helpers import profiles
 
-    readme = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3") + "\n")
+    doc = _workbook(tmp_path, monkeypatch, "\n" + _table_markers("06_table3") + "\n")
     arguments = dict(notebook="06", title=TABLE["title"])
     smoke = claims.record_table("table3", TABLE["header"], TABLE["rows"], profile="smoke",
                                 parameters=_params("06", "smoke"), **arguments)
@@ -861,15 +908,15 @@ def test_result_tables_carry_and_pass_the_claims_provenance(tmp_path, monkeypatc
         claims.gather()
     claims.record_table("table3", TABLE["header"], TABLE["rows"], profile="cpu", parameters=_params("06"), **arguments)
     claims.gather()
-    assert "35.0 [30.1, 40.2]" in readme.read_text()
+    assert "35.0 [30.1, 40.2]" in doc.read_text()
 
 
-def test_the_readme_says_each_notebooks_commit_and_check_only_reads(tmp_path, monkeypatch, capsys):
-    readme = _workbook(tmp_path, monkeypatch)
+def test_the_docs_say_each_notebooks_commit_and_check_only_reads(tmp_path, monkeypatch, capsys):
+    doc = _workbook(tmp_path, monkeypatch)
     claims.record([claims.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
     claims.gather()
     head = _git(tmp_path, "rev-parse", "HEAD")
-    assert f"Computed at (per notebook): 05 at `{head[:7]}`, its code unchanged when gathered." in readme.read_text()
+    assert f"Computed at (per notebook): 05 at `{head[:7]}`, its code unchanged when gathered." in doc.read_text()
     (tmp_path / "notebooks" / "05_ltd.ipynb").write_text("{}")  # the notebook's code changes after the gather
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-q", "-m", "edit")
@@ -879,12 +926,13 @@ def test_the_readme_says_each_notebooks_commit_and_check_only_reads(tmp_path, mo
         claims.gather()  # its claims file is HEAD~1's
     (claims.claims_dir("cpu") / "05.json").unlink()
     claims.gather()  # gathered without notebook 05: its rows are kept, and shown stale
-    assert "05 at `" + head[:7] + "`: **stale** (its code changed since: notebooks/05_ltd.ipynb)" in readme.read_text()
-    assert claims.readme_is_current(readme)
+    assert "05 at `" + head[:7] + "`: **stale** (its code changed since: notebooks/05_ltd.ipynb)" in doc.read_text()
+    assert claims.docs_are_current()
     journal = claims.ledger_path().with_name(".gather.journal.json")
-    journal.write_text("{}")  # a gather interrupted: --check reports it and writes nothing
-    before = {path: path.read_bytes() for path in (readme, claims.ledger_path(), journal)}
+    journal.write_text("{}")  # a gather interrupted: --check and --render report it and write nothing
+    before = {path: path.read_bytes() for path in (doc, tmp_path / "README.md", claims.ledger_path(), journal)}
     assert claims.main(["--check"]) == 1 and "interrupted gather" in capsys.readouterr().out
+    assert claims.main(["--render"]) == 1 and "interrupted gather" in capsys.readouterr().out
     assert {path: path.read_bytes() for path in before} == before
 
 
@@ -892,7 +940,7 @@ def test_the_committed_ledgers_redeclared_blocks_are_shown_stale_and_check_passe
     code = claims.ledger_code()
     redeclared = {notebook: entry for notebook, entry in code.items() if entry.get("redeclared")}
     assert redeclared and all(entry["redeclared"] == "scripts/redeclare_ledger.py" for entry in redeclared.values())
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "claims.md").read_text()
     for notebook, entry in redeclared.items():
         assert (f"{notebook} at `{entry['commit'][:7]}`, rebuilt since by `scripts/redeclare_ledger.py` under the "
                 "current declarations: **stale**") in text
@@ -929,9 +977,9 @@ def test_a_gather_that_changes_no_verdict_keeps_the_record_of_the_last_one_that_
     changed = [{"id": "05: LTD cuts repetition", "from": "reproduced", "to": "inconclusive"}]
     assert claims.read_changes() == changed
     claims.record([straddles], notebook="05", profile="cpu", parameters=_params("05"))
-    claims.gather()  # the same verdict again: the README still says what the last change was
+    claims.gather()  # the same verdict again: the docs still say what the last change was
     assert claims.read_changes() == changed
-    assert "1 verdicts changed" in (tmp_path / "README.md").read_text()
+    assert "1 verdicts changed" in (tmp_path / "docs" / "claims.md").read_text()
 
 
 def test_the_prediction_interval_covers_a_new_seed_95_percent_of_the_time_and_the_seed_range_half():
@@ -979,7 +1027,7 @@ def test_a_number_edited_by_hand_after_the_notebook_wrote_it_is_refused(tmp_path
     table.write_text(sealed[table].replace("35.0 [30.1, 40.2]", "45.0 [40.1, 50.2]"))  # one cell
     with pytest.raises(claims.ProvenanceError, match="result table table3 .*were edited after notebook 06 wrote them"):
         claims.gather()
-    assert "45.0" not in (tmp_path / "README.md").read_text()
+    assert "45.0" not in (tmp_path / "docs" / "claims.md").read_text()
 
 
 def test_a_ledger_mixes_no_dtypes_and_rests_on_the_adapter_notebook_02_measured(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """The gpu profile's own ledger (claims/ledger_gpu.json): gathered under the cpu ledger's rules, refusing random-weight
-and smoke runs in one line each, and leaving the cpu ledger and the README's cpu block alone."""
+and smoke runs in one line each, and leaving the cpu ledger and the cpu blocks of docs/claims.md and the README alone."""
 import json
 
 import pytest
@@ -14,22 +14,23 @@ def _record_gpu(notebook="05", profile=None):
 
 
 def test_a_gpu_profile_run_is_gathered_into_its_own_ledger_with_its_device_and_model(tmp_path, monkeypatch):
-    readme = _workbook(tmp_path, monkeypatch)
-    before = readme.read_text()
+    doc = _workbook(tmp_path, monkeypatch)
+    before, readme = doc.read_text(), (tmp_path / "README.md").read_text()
     path = _record_gpu()
     assert path == tmp_path / "runs" / "claims" / "gpu" / "05.json"
     assert claims.main(["--gather", "--profile", "gpu"]) == 0
     assert claims.read_rows(claims.ledger_path("gpu")) == [claims.Claim(**ROW)]
-    assert not claims.ledger_path("cpu").exists() and readme.read_text() == before  # no gpu block: README untouched
+    assert not claims.ledger_path("cpu").exists() and doc.read_text() == before  # no gpu block: the docs untouched
     origin = claims.read_provenance(claims.ledger_path("gpu"))["05"]
     assert origin["profile"] == "gpu" and origin["model"] == profiles.get("gpu").model_name
     assert origin["machine"]["device"].startswith("cpu (")  # a GPU's name where one computed it
-    # with a gpu block in the README, that block (and only it) is rewritten
-    readme.write_text(before + f"\n{claims.README_GPU_BEGIN}\nstale\n{claims.README_GPU_END}\n")
+    # with a gpu block in docs/claims.md, that block (and only it) is rewritten
+    doc.write_text(before + f"\n{claims.GPU_BEGIN}\nstale\n{claims.GPU_END}\n")
     claims.gather("gpu")
-    text = readme.read_text()
+    text = doc.read_text()
     assert "stale" not in text and "1 rows at the gpu scale, on cpu (" in text and "ours (gpu profile)" in text
-    assert f"{claims.README_BEGIN}\nold\n{claims.README_END}" in text  # the cpu block as it was
+    assert f"{claims.CLAIMS_BEGIN}\nold\n{claims.CLAIMS_END}" in text  # the cpu block as it was
+    assert (tmp_path / "README.md").read_text() == readme  # and the README's headline, the cpu ledger's
 
 
 def test_the_gpu_ledger_refuses_random_weights_and_smoke_runs_in_one_line_each(tmp_path, monkeypatch, capsys):

@@ -28,7 +28,9 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     (root / "notebooks").mkdir(parents=True)
     (root / "helpers").mkdir()
     (root / "pyproject.toml").touch()
-    (root / "README.md").write_text(f"before\n{claims.README_BEGIN}\n{claims.README_END}\nafter\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "claims.md").write_text(f"before\n{claims.CLAIMS_BEGIN}\n{claims.CLAIMS_END}\nafter\n")
+    (root / "README.md").write_text(f"before\n{claims.HEADLINE_BEGIN}\n{claims.HEADLINE_END}\nafter\n")
     for arguments in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workbook"]):  # claims name a commit
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *arguments],
                        cwd=root, check=True, capture_output=True)
@@ -47,7 +49,8 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     assert "02_bad.ipynb: RuntimeError: this notebook breaks" in result.stderr
     ledger = json.loads((root / "claims" / "ledger_cpu.json").read_text())
     assert [row["notebook"] for row in ledger["claims"]] == ["01"]  # the finished notebook was gathered
-    assert "1 rows from notebooks 01" in (root / "README.md").read_text()
+    assert "1 rows from notebooks 01" in (root / "docs" / "claims.md").read_text()
+    assert "| Lecture | 01 | — | — | 1 / 0 | 0 |" in (root / "README.md").read_text()
     executed = root / "runs" / "notebooks"
     assert sorted(path.name for path in executed.iterdir()) == ["01_good.ipynb", "02_bad.ipynb"]
     failed_copy = nbformat.read(executed / "02_bad.ipynb", as_version=4)

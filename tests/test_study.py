@@ -15,7 +15,9 @@ def workbook(tmp_path, monkeypatch):
     for marker in ("helpers", "notebooks"):
         (tmp_path / marker).mkdir()
     (tmp_path / "pyproject.toml").touch()
-    (tmp_path / "README.md").write_text(f"{claims.README_BEGIN}\n{claims.README_END}\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "claims.md").write_text(f"{claims.CLAIMS_BEGIN}\n{claims.CLAIMS_END}\n")
+    (tmp_path / "README.md").write_text(f"{claims.HEADLINE_BEGIN}\n{claims.HEADLINE_END}\n")
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     monkeypatch.delenv(profiles.SEED_VAR, raising=False)

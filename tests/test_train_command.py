@@ -1,9 +1,9 @@
 """`python -m helpers.train`: one process, two processes under `accelerate launch` (gloo, on CPUs), an interrupted
 two-process run resumed, the notebook finding the command's run, and a seed study in parallel.
 
-Each command here is written once, as the README's "Scaling out" section gives it (a test checks the README holds
-it); the tests run it with this interpreter and a free rendezvous port. Every run is notebook 02's smoke MNTP run
-(tiny random Llama, 4 steps, 2 rows x 32 tokens per step) in its own workbook root.
+Each command here is written once, as docs/scaling.md gives it (a test checks the page holds it); the tests run it
+with this interpreter and a free rendezvous port. Every run is notebook 02's smoke MNTP run (tiny random Llama, 4
+steps, 2 rows x 32 tokens per step) in its own workbook root.
 
 **The tolerance.** With ``--micro-batch 1`` each step has two micro-batches: one process computes both, two processes
 one each. The batches and the dropout draws are functions of (seed, step, micro-batch) and the gradients are summed
@@ -54,7 +54,7 @@ def _free_port() -> int:
 
 
 def run_command(line: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run a README command line in the workbook ``root``: ``python`` is this interpreter, ``accelerate launch`` its
+    """Run a docs/scaling.md command line in the workbook ``root``: ``python`` is this interpreter, ``accelerate launch`` its
     module, with a free ``--main_process_port`` so that runs beside each other do not collide."""
     words = shlex.split(line)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "smoke"}
@@ -205,11 +205,10 @@ def test_a_seed_study_runs_one_process_per_seed_into_its_own_folder(tmp_path):
     print(f"two seeds in parallel: {time.perf_counter() - started:.1f}s")
 
 
-def test_the_readme_gives_the_commands_these_tests_run():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Scaling out", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_give_the_commands_these_tests_run():
+    page = (ROOT / "docs" / "scaling.md").read_text()
     for line in (ONE_PROCESS, TWO_PROCESSES, INTERRUPTED, NOTEBOOK_RUNS, SEED_STUDY, PAPER_RUNS):
-        assert line in section, line
+        assert line in page, line
 
 
 def test_the_registry_imports_a_paper_package_only_when_its_training_runs():

@@ -1,4 +1,4 @@
-"""EMAT's Table 3 by gold length (seed 004) as the notebook and the README show it."""
+"""EMAT's Table 3 by gold length as the notebook and docs/claims.md show it."""
 from __future__ import annotations
 
 import pytest
@@ -57,7 +57,7 @@ def test_table3_rows_give_a_at_k_by_gold_length_with_intervals_for_every_method(
     assert frame.loc["ours: EMAT", "all a@10"] == emat["all a@10"]  # one definition: the notebook's table is these rows
     assert (frame.loc["ours: GRU decoder", "ms / sentence"], frame.loc["ours: naive MTC", "ms / sentence"]) == ("9.5", "—")
     assert frame.loc["paper: BERT-Adapted-RNN", "ms / sentence"] == "44 (T4)"
-    from helpers import claims  # the rows are what the README's result table takes
+    from helpers import claims  # the rows are what docs/claims.md's result table takes
     assert claims.ResultTable(notebook="06", name="table3", title="Table 3", header=header, rows=rows).rows[-1][0] == "ours: naive MTC"
 
 
