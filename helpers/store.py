@@ -536,6 +536,12 @@ def record_checksum(path) -> dict:
     return record
 
 
+def recorded_checksum(path, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> dict | None:
+    """``{"size": ..., "sha256": ...}`` as :func:`record_checksum` wrote it for ``path``, or None when none was."""
+    sidecar = _checksum_path(Path(path))
+    return read_json(sidecar, fix) if sidecar.exists() else None
+
+
 def verify_checksum(path, *, full: bool = False, fix: str = f"Run `{REPAIR_ASSETS}` to fetch it again.") -> bool:
     """Check ``path`` against its recorded size (always) and sha256 (with ``full``).
 
@@ -544,9 +550,9 @@ def verify_checksum(path, *, full: bool = False, fix: str = f"Run `{REPAIR_ASSET
     """
     path = Path(path)
     sidecar = _checksum_path(path)
-    if not sidecar.exists():
+    expected = recorded_checksum(path, fix)
+    if expected is None:
         return False
-    expected = read_json(sidecar, fix)
     if not path.is_file():
         raise CorruptFileError(f"{path} is missing (its checksum {sidecar.name} is there). {fix}")
     size = path.stat().st_size
