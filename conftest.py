@@ -114,3 +114,74 @@ def lock_holder():
         holder.kill()
         holder.wait()
 
+
+
+class GitWorkbook:
+    """A workbook root of its own (:func:`git_workbook`): ``root``, and ``git(*arguments)`` run in it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def git(self, *arguments: str) -> str:
+        """``git <arguments>`` in the workbook (as user t, unsigned); its stripped output."""
+        import subprocess
+
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false",
+                               *arguments], cwd=self.root, check=True, capture_output=True, text=True).stdout.strip()
+
+    def commit(self, message: str = "workbook") -> str:
+        """Commit everything in the workbook; the new commit's hash."""
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def git_workbook(tmp_path, monkeypatch):
+    """``git_workbook(docs=False, doc_tail="", copy=False, synthetic=False)``: a workbook of its own, a git repository
+    with one commit (claims record the commit they were computed at, and gathering checks it), as ``WORKBOOK_ROOT``
+    and the working directory, in a fresh kernel (no notebook's parameters cell has run). Bare, it holds the root's
+    markers only; with ``docs``, a docs/claims.md and a README with the ledger's markers (``doc_tail`` after the
+    claims block); with ``copy``, this checkout's files (tracked and untracked, not ignored; the committed study and
+    figures left out), its assets read from this checkout's cache; with ``synthetic``, the ledger's audits take its
+    rows for declared (a test's synthetic rows are no paper's claims; the declarations are checked on the real
+    ledger). Returns a :class:`GitWorkbook`."""
+    import subprocess
+
+    from helpers.ledger import audit, declared, notebook, render
+
+    def make(*, docs: bool = False, doc_tail: str = "", copy: bool = False, synthetic: bool = False) -> GitWorkbook:
+        root = tmp_path / "workbook" if copy else tmp_path
+        if copy:
+            checkout = Path(__file__).resolve().parent
+            listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=checkout, check=True,
+                                    capture_output=True, text=True).stdout.splitlines()
+            for name in listed:
+                if (checkout / name).is_file() and not name.startswith(("claims/study/", "figures/")):
+                    (root / name).parent.mkdir(parents=True, exist_ok=True)
+                    (root / name).write_bytes((checkout / name).read_bytes())
+            from helpers.paths import cache_dir
+
+            monkeypatch.setenv("WORKBOOK_CACHE", str(cache_dir()))
+        else:
+            for marker in ("helpers", "notebooks"):
+                (root / marker).mkdir(exist_ok=True)
+            (root / "pyproject.toml").touch()
+        if docs:
+            (root / "docs").mkdir(exist_ok=True)
+            (root / "docs" / "claims.md").write_text(
+                f"# t\n\n{render.CLAIMS_BEGIN}\nold\n{render.CLAIMS_END}\n{doc_tail}\nafter\n")
+            (root / "README.md").write_text(f"# t\n\n{render.HEADLINE_BEGIN}\nold\n{render.HEADLINE_END}\nafter\n")
+        monkeypatch.setenv("WORKBOOK_ROOT", str(root))
+        monkeypatch.chdir(root)
+        monkeypatch.setattr(notebook, "_PARAMETERS", {})
+        monkeypatch.setattr(notebook, "_COMPUTED", {})
+        if synthetic:
+            monkeypatch.setattr(audit, "undeclared_rows", lambda path=None: [])
+            monkeypatch.setattr(declared, "missing_checks", lambda declared=None, root=None: [])
+        workbook = GitWorkbook(root)
+        workbook.git("init", "-q")
+        workbook.commit("the workbook")
+        return workbook
+
+    return make

@@ -1,7 +1,7 @@
 """Which code computed a notebook's numbers, and whether HEAD's code still computes them.
 
-A notebook's *code* is what it runs (:func:`code_paths`): the notebook, every shared module ``helpers/*.py`` and
-``helpers/plots/``, its paper package and every paper package that package (or the notebook) imports, followed
+A notebook's *code* is what it runs (:func:`code_paths`): the notebook, every shared module ``helpers/*.py``,
+``helpers/ledger/``, ``helpers/plots/`` and the papers' registry, its paper package and every paper package that package (or the notebook) imports, followed
 transitively (notebook 07's diffusion package imports notebook 05's ``openltg``, so a change there is 07's too).
 
 Rows computed at a commit stay *current* at HEAD in one of two ways (:func:`code_current`):
@@ -22,7 +22,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from . import store
+from . import papers, store
 from .paths import repo_root
 
 # The Colab install cell's pin (scripts/pin_colab_commit.py) as it stands in a notebook's JSON: it names the commit the
@@ -32,9 +32,10 @@ _PIN = re.compile(COLAB_PIN_LINE.encode(), re.MULTILINE)
 CARRIED_FILE = "claims/carried.json"
 REPAIR_CARRIED = "rerun `python -m helpers.equal_numbers` (make carry), or delete the file to treat every changed " \
                  "notebook as stale"
-# The notebook each paper package belongs to (notebook 02's is the masked-LM recipe's package, mntp).
-NOTEBOOK_PACKAGES = {"01": "lecture", "02": "mntp", "03": "magnet", "04": "sequence_repetition", "05": "openltg",
-                     "06": "emat", "07": "diffusion"}
+# The paper package each notebook runs, from the registry (notebook 02's is the masked-LM recipe's package, mntp).
+NOTEBOOK_PACKAGES = papers.NOTEBOOK_PACKAGES
+# The shared code every notebook runs: the modules of helpers/, the ledger, the plots and the papers' registry.
+SHARED_CODE = (":(glob)helpers/*.py", "helpers/ledger/", "helpers/plots/", "helpers/papers/__init__.py")
 
 
 def git(*arguments: str, root: Path | None = None) -> str | None:
@@ -105,11 +106,12 @@ def notebook_packages(notebook: str, root: Path | None = None) -> list[str]:
 
 
 def code_paths(notebook: str, root: Path | None = None) -> list[str]:
-    """The code notebook ``notebook`` runs, as git pathspecs: the notebook, the shared modules ``helpers/*.py`` and
-    ``helpers/plots/``, and its paper packages (:func:`notebook_packages`). Imports made by name at run time
-    (``importlib.import_module``) are not followed: the settings module a notebook reads is its own package's."""
+    """The code notebook ``notebook`` runs, as git pathspecs: the notebook, the shared code (:data:`SHARED_CODE`:
+    ``helpers/*.py``, the ledger, the plots, the papers' registry), and its paper packages
+    (:func:`notebook_packages`). Imports made by name at run time (``importlib.import_module``) are not followed: the
+    settings module a notebook reads is its own package's."""
     return ([f"helpers/papers/{package}/" for package in notebook_packages(notebook, root)]
-            + [":(glob)helpers/*.py", "helpers/plots/", f":(glob)notebooks/{notebook}_*.ipynb"])
+            + [*SHARED_CODE, f":(glob)notebooks/{notebook}_*.ipynb"])
 
 
 def _is_commit(commit) -> bool:
@@ -166,7 +168,8 @@ def _plain(specs: list[str]) -> list[str]:
 def _matcher(notebook: str):
     """Whether a repository path is one of notebook ``notebook``'s code files (:func:`code_paths`, as a predicate)."""
     packages = tuple(f"helpers/papers/{package}/" for package in notebook_packages(notebook))
-    shape = re.compile(rf"helpers/[^/]+\.py|helpers/plots/.+|notebooks/{re.escape(notebook)}_[^/]*\.ipynb")
+    shape = re.compile(rf"helpers/[^/]+\.py|helpers/(ledger|plots)/.+|helpers/papers/__init__\.py"
+                       rf"|notebooks/{re.escape(notebook)}_[^/]*\.ipynb")
     return lambda path: bool(shape.fullmatch(path)) or path.startswith(packages)
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import platform
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -141,6 +143,17 @@ def release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says: the machine claims and slices record."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def device_label(device: torch.device | str) -> str:

@@ -16,7 +16,7 @@ commit whose code equals the study's, bit for bit:
   differently (a timing) is listed as volatile and never compared. ``claims/slices/<notebook>.json``;
 - a carry (:func:`carry`): the notebook at the working tree; where every number equals the record's, the notebook's
   rows computed at any commit with the record's code are current at this code: ``claims/carried.json`` says so, and
-  ``python -m helpers.claims --check`` shows "carried ... by equal numbers". Where a number moved, the command names
+  ``python -m helpers.ledger --check`` shows "carried ... by equal numbers". Where a number moved, the command names
   it and the notebook is stale (its study must run again).
 
 What a slice cannot see: a change that acts only at the cpu profile's sizes (a branch taken only past the smoke
@@ -62,9 +62,9 @@ def machine() -> dict:
     """The machine a slice ran on: a record's numbers are compared only on the same kind (CPU model, cores, torch)."""
     import torch
 
-    from .claims import _cpu_model
+    from .device import cpu_model
 
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__}
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__}
 
 
 def _flatten(value, name: str, out: dict) -> None:

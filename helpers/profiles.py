@@ -10,7 +10,7 @@ The default is ``cpu``, or ``gpu`` when CUDA is present. An unknown value is an 
 ``WORKBOOK_MODEL=random:<shape>`` (:data:`RANDOM_MODELS`) swaps any profile's model for random weights of a real
 shape (SmolLM2-135M or SmolLM2-360M, with the embedded SmolLM2 tokenizer): offline, at the profile's sizes, for
 running every notebook where no weights can be fetched (a borrowed GPU). Such runs are keyed apart and never reach
-a claims ledger (``helpers.claims``).
+a claims ledger (``helpers.ledger``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 
 import torch
+
+from . import papers
 
 PROFILE_NAMES = ("smoke", "cpu", "gpu", "paper")
 ENV_VAR = "WORKBOOK_PROFILE"
@@ -152,6 +154,12 @@ def examples_scale() -> int:
     return scale
 
 
+def example_sizes(paper: str) -> tuple[str, ...]:
+    """The settings fields ``paper``'s test-example sizes are in (its settings module's ``EXAMPLE_SIZES``): what an
+    examples look scales; ``()`` for a paper whose evaluation cannot grow (notebook 02's masked-LM recipe)."""
+    return tuple(getattr(importlib.import_module(f"helpers.papers.{paper}.settings"), "EXAMPLE_SIZES", ()))
+
+
 def scale_examples(settings, scale: int, paper: str):
     """``settings`` (a paper's settings) with each of its test-example sizes times ``scale``: the fields its settings
     module names in ``EXAMPLE_SIZES`` (test sentences, passages, prompts, sampling draws). None of them keys a trained
@@ -160,7 +168,7 @@ def scale_examples(settings, scale: int, paper: str):
         raise ValueError(f"scale={scale!r} must be a whole number >= 1")
     if scale == 1:
         return settings
-    names = getattr(importlib.import_module(f"helpers.papers.{paper}.settings"), "EXAMPLE_SIZES", ())
+    names = example_sizes(paper)
     if not names:
         raise ValueError(f"{EXAMPLES_VAR}={scale}: paper={paper!r} names no test-example sizes (EXAMPLE_SIZES in "
                          f"helpers/papers/{paper}/settings.py), so its evaluation cannot grow; unset {EXAMPLES_VAR}")
@@ -208,11 +216,10 @@ def current() -> Profile:
     return profile if dtype is None else profile.replace(dtype=dtype)
 
 
-PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")
-# The paper whose settings each notebook's parameters cell reads (``settings_for(paper)``). Notebook 02 reads the
-# masked-LM recipe (``training.masked_lm_recipe``) instead.
-NOTEBOOK_PAPERS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition", "05": "openltg", "06": "emat",
-                   "07": "diffusion"}
+PAPERS = papers.PACKAGES  # the paper packages with settings, from the registry (helpers.papers)
+# The package whose settings each notebook's parameters cell reads (``settings_for(paper)``; notebook 02's, mntp's, are
+# the masked-LM recipe, ``training.MASKED_LM_RECIPES``), from the registry
+NOTEBOOK_PAPERS = papers.NOTEBOOK_PACKAGES
 
 
 def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None):

@@ -13,9 +13,9 @@ and so its key, is the one-process run whatever the number of processes.
 **The registry.** :data:`TRAINERS` maps a name to a callable ``(profile, seed, *, stop_after=None, progress=True)``
 (plus ``micro_batch=`` when given) that imports its paper package only when called (:func:`entry_point`), so
 ``import helpers.train`` imports no paper package and the command loads one. A paper package takes part with one
-function in its ``experiment`` module and one line here::
+function in its ``experiment`` module and one entry in its notebook's line of the registry (``helpers.papers``)::
 
-    "magnet": entry_point("helpers.papers.magnet.experiment", "train_command"),
+    Notebook("03", "magnet", ..., trainers=(Trainer("magnet"),)),
 
 An option (``stop_after``, ``micro_batch``) that the function does not take is refused by name when given.
 
@@ -31,7 +31,7 @@ The function, ``train_command(profile, seed, *, progress=True[, stop_after=None]
 - ``progress``: passed on to ``training.train``;
 - ``micro_batch`` (optional; leave it out to refuse ``--micro-batch``): ``training.split_step(settings, micro_batch)``
   applied to the settings ``memory.fit_training`` returns;
-- ``**fixed``: the keyword arguments its registry line binds (e.g. ``objective="mntp"``);
+- ``**fixed``: the keyword arguments its registry entry binds (e.g. ``objective="mntp"``);
 - returns the list of run folders (``Path``) it trained or found finished;
 - runs in every process of a launch: what it reads must be the same in all of them, and whatever it writes outside
   ``training.train`` and ``training.save_adapter`` (a ``store.Run.finish`` result, a cache) goes through
@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from . import papers
 from .profiles import PROFILE_NAMES
 
 Trainer = Callable[..., list]
@@ -74,13 +75,11 @@ def entry_point(module: str, function: str, **fixed) -> Trainer:
     return trainer
 
 
+# notebook 02's MNTP and MTP, notebook 03's MAGNET and LLM2Vec-style runs, notebook 04's taggers, notebook 06's heads
 TRAINERS: dict[str, Trainer] = {
-    "mntp": entry_point("helpers.papers.mntp.experiment", "train_command", objective="mntp"),  # notebook 02, MNTP
-    "mtp": entry_point("helpers.papers.mntp.experiment", "train_command", objective="mtp"),  # notebook 02, MTP
-    "magnet": entry_point("helpers.papers.magnet.experiment", "train_command"),  # notebook 03: MAGNET, LLM2Vec-style
-    "sr": entry_point("helpers.papers.sequence_repetition.experiment", "train_command"),  # notebook 04's taggers
-    "emat": entry_point("helpers.papers.emat.experiment_training", "train_command"),  # notebook 06's heads
-}
+    trainer.name: entry_point(f"helpers.papers.{notebook.package}.{trainer.module}", "train_command",
+                              **dict(trainer.fixed))
+    for notebook in papers.NOTEBOOKS for trainer in notebook.trainers}
 
 
 def train(names: Sequence[str], profile_name: str, seed: int | None = None, *, micro_batch: int | None = None,

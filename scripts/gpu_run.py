@@ -18,7 +18,7 @@ What it does, in order:
    ``runs/gpu_run/<device>-<date>/`` (its own ``runs/``, ``figures/``, executed copies and a copy of the small caches,
    so nothing is reused from an earlier run and nothing of this checkout's runs is touched). A last cell added to each copy prints the kernel's
    peak memory: ``torch.cuda.max_memory_allocated`` on CUDA, the peak resident set (of the kernel and its workers)
-   elsewhere. Random weights never record claims (``helpers.claims``), so no ledger is touched.
+   elsewhere. Random weights never record claims (``helpers.ledger``), so no ledger is touched.
 3. **Training steps.** For notebooks 02, 03 and 04 (the ones ``helpers.memory`` estimates), the workload of
    ``helpers.memory.workload`` at the gpu profile's sizes on random weights of SmolLM2-360M's shape (``--tiny``: a
    2-layer, 128-wide shape and a few short rows, on CPU), each in its own process: 02's MNTP step, 03's MAGNET phase-2

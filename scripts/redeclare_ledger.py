@@ -6,12 +6,14 @@ its own free-text check, kind and baseline rule. This script joins each such row
 through ``Declared.measured``: the declaration supplies the id, the claim, the kind, the check (test node ids), the
 dataset and the regime; the row keeps what was measured (value, interval, method, n, each seed's value, the
 confound measured in its run). Where the declared baseline rule differs from the old one, ``BASELINE_RULES`` computes
-whether the baseline beat what the paper says it beats from the other rows' seed values. A legacy slope-only budget
-check is kept as it was: it never shows that training stopped (``Claim.budget_text`` says so), so such a row cannot
-read *not reproduced* until ``make study`` records its held-out curve.
+whether the baseline beat what the paper says it beats from the other rows' seed values.
 
 The ledger's provenance is kept, with ``redeclared`` recording the commit the rows were computed at and this script;
 ``changes`` lists every verdict that changed.
+
+Only notebook 01's block of the committed ledger was rebuilt this way (its code record names this script,
+``helpers.ledger.files.redeclared``); once notebook 01 is gathered again, this script and that function go. The
+ledger no longer reads the rows it was written for (rows without an id, slope-only budget checks).
 
 Usage: python scripts/redeclare_ledger.py [--dry-run]
 """
@@ -73,17 +75,17 @@ def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -
     declaration now measures another quantity (a new judge, say) keeps no number, since what it measured is not
     what its claim is now tested by; it is listed as withdrawn until the notebook is recomputed. An old row no
     declaration matches is an error naming it."""
-    from helpers import claims
+    from helpers import ledger
 
     by_quantity = {(entry.notebook, entry.quantity): entry for entry in declared.values()}
-    by_where = {(entry.notebook, entry.where): entry for entry in declared.values() if entry.kind == claims.DEFINITION}
+    by_where = {(entry.notebook, entry.where): entry for entry in declared.values() if entry.kind == ledger.DEFINITION}
     rows_by_notebook: dict[str, dict] = {}
     for row in old_payload["claims"]:
         rows_by_notebook.setdefault(row["notebook"], {})[row.get("quantity") or row["claim"]] = row
     rebuilt, unmatched, withdrawn = [], [], []
     for row in old_payload["claims"]:
         same_id = declared.get(row.get("id") or "")
-        if same_id is not None and same_id.kind != claims.DEFINITION and same_id.quantity != row.get("quantity"):
+        if same_id is not None and same_id.kind != ledger.DEFINITION and same_id.quantity != row.get("quantity"):
             withdrawn.append({"id": row["id"], "notebook": row["notebook"], "measured_as": row.get("quantity"),
                               "declared_as": same_id.quantity, "verdict_was": row["verdict"]})
             continue
@@ -99,7 +101,7 @@ def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -
             works = bool(works) if works is not None else False
         else:
             works = None
-        exact = row["method"] == claims.EXACT
+        exact = row["method"] == ledger.EXACT
         rebuilt.append(entry.measured(
             None if exact else row["value"] if row.get("value") is not None else (row["low"] + row["high"]) / 2,
             row["low"], row["high"], row["method"], row["n"], ours=row["ours"], figure=row["figure"],
@@ -111,17 +113,17 @@ def redeclare(old_payload: dict, declared: dict, rules: dict = BASELINE_RULES) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helpers import claims, store
+    from helpers import ledger, store
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="print the verdict changes, write nothing")
     arguments = parser.parse_args(argv)
-    ledger = claims.ledger_path()
-    old_payload = json.loads(ledger.read_text())
-    rows, withdrawn = redeclare(old_payload, claims.declared_claims())  # one row per kept old row, in its order
+    path = ledger.ledger_path()
+    old_payload = json.loads(path.read_text())
+    rows, withdrawn = redeclare(old_payload, ledger.declared_claims())  # one row per kept old row, in its order
     gone = {entry["id"] for entry in withdrawn}
     kept = [row for row in old_payload["claims"] if row.get("id") not in gone]
-    old_rows = [claims.Claim(**{**row, "verdict": "", "check": ""}) for row in kept]
+    old_rows = [ledger.Claim(**{**row, "verdict": "", "check": ""}) for row in kept]
     for old, raw in zip(old_rows, kept):  # the verdict each old row was committed with
         object.__setattr__(old, "verdict", raw["verdict"])
     changes = [{"id": new.id, "from": old.verdict, "to": new.verdict} for old, new in zip(old_rows, rows)
@@ -135,25 +137,25 @@ def main(argv: list[str] | None = None) -> int:
     for old, new in zip(old_rows, rows):
         if old.kind != new.kind:
             print(f"{new.id}: kind {old.kind} -> {new.kind} (verdict {old.verdict} -> {new.verdict})")
-        elif new.kind in claims.DECIDED and new.verdict == "inconclusive":
+        elif new.kind in ledger.DECIDED and new.verdict == "inconclusive":
             print(f"{new.id}: inconclusive: {new.verdict_text[len('**inconclusive**'):].lstrip(': ')[:160]}")
-    print(f"{len(changes)} verdicts changed; {claims.headline(rows)}")
+    print(f"{len(changes)} verdicts changed; {ledger.headline(rows)}")
     if arguments.dry_run:
         return 0
     commits = sorted({origin.get("commit") for origin in old_payload["provenance"].values() if origin.get("commit")})
-    code = claims.ledger_code(ledger)  # each notebook's commit and staleness, kept; marked as redeclared
+    code = ledger.ledger_code(path)  # each notebook's commit and staleness, kept; marked as redeclared
     for entry in code.values():
         entry["redeclared"] = "scripts/redeclare_ledger.py"
-    texts = claims.render_docs(rows, claims.read_tables(), changes, code, ROOT)  # docs/claims.md and the README
-    payload = json.loads(claims._rows_to_json(rows, profile=old_payload["profile"], provenance=old_payload["provenance"],
-                                              changes=changes))
+    texts = ledger.render_docs(rows, ledger.read_tables(), changes, code, ROOT)  # docs/claims.md and the README
+    payload = json.loads(ledger.files.rows_to_json(rows, profile=old_payload["profile"],
+                                                   provenance=old_payload["provenance"], changes=changes))
     if isinstance(old_payload.get("code"), dict):
         payload["code"] = {**old_payload["code"], "notebooks": code}
     payload["withdrawn"] = [*old_payload.get("withdrawn", []), *withdrawn]
     payload["redeclared"] = {"computed_at": commits, "by": "scripts/redeclare_ledger.py",
                              "note": "measured numbers as computed at these commits; declarations, checks and verdict "
                                      "rule of the current code"}
-    store.write_together({ledger: json.dumps(payload, indent=1) + "\n", **texts}, claims._journal())
+    store.write_together({path: json.dumps(payload, indent=1) + "\n", **texts}, ledger.files.journal_path())
     return 0
 
 

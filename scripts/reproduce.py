@@ -111,7 +111,7 @@ def write_copy(notebook, target: Path) -> str | None:
 
 def run(paths: list[Path], timeout: int = 3600) -> int:
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
-    from helpers import claims, profiles
+    from helpers import ledger, profiles
     from helpers.paths import figures_dir, runs_dir
 
     profile = profiles.current()
@@ -139,17 +139,17 @@ def run(paths: list[Path], timeout: int = 3600) -> int:
         for seconds, index, first_line in costliest_cells(executed[name]):  # not read back: its copy may be missing
             print(f"  {seconds:8.1f} s  {name} cell {index}: {first_line[:90]}")
     finished = [path.name[:2] for path in paths if path.name not in failed]
-    if profile.name == claims.LEDGER_PROFILE and finished and profile.dtype != profiles.get(profile.name).dtype:
+    if profile.name == ledger.LEDGER_PROFILE and finished and profile.dtype != profiles.get(profile.name).dtype:
         # WORKBOOK_DTYPE changed the profile: the ledger holds the profile's own numbers, so this run is compared
         # with it and not gathered into it
         print(f"\n{profiles.DTYPE_VAR}={profile.dtype}: the ledger holds the {profile.name} profile's own dtype "
               f"({profiles.get(profile.name).dtype}); this run's trained values against its prediction intervals for a new seed, not gathered:")
-        for line in claims.compare_with_ledger(profile.name, finished):
+        for line in ledger.compare_with_ledger(profile.name, finished):
             print("  " + line)
-    elif profile.name == claims.LEDGER_PROFILE and finished:
-        rows = claims.gather(notebooks=finished)
-        print(f"claims ledger {claims.ledger_path()}: notebooks {', '.join(finished)} gathered; "
-              f"{claims.headline(rows)}; docs/claims.md and the README's headline regenerated")
+    elif profile.name == ledger.LEDGER_PROFILE and finished:
+        rows = ledger.gather(notebooks=finished)
+        print(f"claims ledger {ledger.ledger_path()}: notebooks {', '.join(finished)} gathered; "
+              f"{ledger.headline(rows)}; docs/claims.md and the README's headline regenerated")
     if failed:
         print(f"\n{len(failed)} notebook(s) failed, their claims NOT gathered (the ledger keeps their earlier rows): "
               + "; ".join(f"{name}: {error}" for name, error in failed.items())
@@ -170,7 +170,7 @@ def interrupted(during: Path, paths: list[Path], timings: list[tuple[str, float]
         print(f"  {elapsed:8.1f} s  {name}" + (f"  FAILED ({failed[name]})" if name in failed else "  finished"),
               file=sys.stderr)
     print(f"finished: {', '.join(finished) or 'none'}; not run: {', '.join(waiting) or 'none'}. Nothing was gathered "
-          "(python -m helpers.claims --gather merges the claims the finished notebooks wrote).", file=sys.stderr)
+          "(python -m helpers.ledger --gather merges the claims the finished notebooks wrote).", file=sys.stderr)
     return INTERRUPTED
 
 

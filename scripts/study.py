@@ -4,13 +4,13 @@ Each seed runs the chosen notebooks under ``WORKBOOK_SEED=<seed>`` (the profile'
 so each seed trains and finds its own runs), writing its claims to ``claims/study/<profile>/seed-<seed>/`` (committed).
 A (seed, notebook) whose claims file is there, computed under the profile with that seed and by the notebook's current
 code, is not run again: an interrupted study resumes where it stopped. Then each notebook's rows are combined over the
-seeds (``helpers.claims.combine_seeds``:
+seeds (``helpers.ledger.combine_seeds``:
 a trained row becomes the seed mean with a t interval over seeds, the examples nested, and records each seed's value)
 and gathered into ``claims/ledger_cpu.json`` and the docs' generated blocks, marked as a study; a later single-seed ``make reproduce``
 keeps them and prints whether its values fall inside the study's prediction intervals. Ctrl-C stops the study at once (the
 running kernel is shut down), names what finished, combines and gathers nothing, and exits 130; a rerun resumes.
 
-With ``--plan`` the study follows a plan fixed before it starts (``helpers.sequential``): at most three looks under
+With ``--plan`` the study follows a plan fixed before it starts (``helpers.ledger.sequential``): at most three looks under
 Pocock's boundary (every look's interval read at 97.8%, overall 5%), the cost of each look stated before it runs;
 more seeds (3, then 5, then 8) only for the notebooks that still have a row more seeds could decide, and an examples
 look (the same seeds' trained runs scoring twice the test examples, ``WORKBOOK_EXAMPLES=2``, written to
@@ -44,11 +44,11 @@ def _profile():
 def _seed_done(profile: str, seed: int, notebook: str, examples: int = 1) -> bool:
     """Whether seed ``seed`` of ``notebook`` (at ``examples`` times its test examples) need not run again: its claims
     file is there under the profile with that seed, the notebook's parameters, and code for the notebook unchanged
-    since (:func:`helpers.claims.study_seed_is_done`), since gathering refuses a seed computed by other code; a
+    since (:func:`helpers.ledger.study_seed_is_done`), since gathering refuses a seed computed by other code; a
     committed per-seed file from older code is run again, not kept."""
-    from helpers import claims
+    from helpers import ledger
 
-    return claims.study_seed_is_done(profile, seed, notebook, examples)
+    return ledger.study_seed_is_done(profile, seed, notebook, examples)
 
 
 def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute, examples: int = 1):
@@ -56,7 +56,7 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
     ``examples`` times their test examples (``WORKBOOK_EXAMPLES``: an examples look, on the seeds' trained runs).
     Returns ``{(seed, notebook file): error}`` of the failed runs, or None when interrupted (reported)."""
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
-    from helpers import claims, profiles
+    from helpers import profiles
     from helpers.paths import runs_dir
 
     if len(set(seeds)) != len(seeds) or not seeds:
@@ -96,17 +96,17 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
 
 
 def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None, schedules=None) -> dict:
-    """Each notebook's study rows (:func:`helpers.claims.record_study`, over ``schedules[notebook]``'s looks when
+    """Each notebook's study rows (:func:`helpers.ledger.record_study`, over ``schedules[notebook]``'s looks when
     given) and its seed-spread figure."""
     from matplotlib import pyplot as plt
 
-    from helpers import claims, plots
+    from helpers import ledger, plots
 
     combined = {}
     for notebook in notebooks:
         seeds = seeds_of[notebook]
         schedule = None if schedules is None else schedules[notebook]
-        rows = combined[notebook] = claims.record_study(_profile().name, seeds, notebook, plan, schedule)
+        rows = combined[notebook] = ledger.record_study(_profile().name, seeds, notebook, plan, schedule)
         if any(row.seed_values for row in rows):  # the spread behind each trained row's verdict
             figure = plots.seed_spread_figure(rows, f"notebook {notebook}: each trained row over {len(seeds)} seeds "
                                                     "(dots), its mean and interval (bar), the threshold (dashed)")
@@ -116,11 +116,11 @@ def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None, sc
 
 
 def _gather(notebooks: list[str], what: str) -> None:
-    from helpers import claims
+    from helpers import ledger
 
-    if notebooks and _profile().name == claims.LEDGER_PROFILE:
-        rows = claims.gather(notebooks=notebooks, study=True)
-        print(f"claims ledger {claims.ledger_path()}: {what} gathered; {claims.headline(rows)}")
+    if notebooks and _profile().name == ledger.LEDGER_PROFILE:
+        rows = ledger.gather(notebooks=notebooks, study=True)
+        print(f"claims ledger {ledger.ledger_path()}: {what} gathered; {ledger.headline(rows)}")
 
 
 def _report_failed(failed: dict) -> int:
@@ -133,8 +133,6 @@ def _report_failed(failed: dict) -> int:
 
 def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
     """Run ``paths`` once per seed (skipping finished ones), then combine and gather. Returns the exit code."""
-    from helpers import claims
-
     failed = run_seeds(paths, seeds, timeout, runner)
     if failed is None:
         return INTERRUPTED
@@ -159,7 +157,7 @@ def _look_text(look: tuple[int, int], before: tuple[int, int] | None) -> str:
 
 
 def _look_cost(notebooks: list[str], look: tuple[int, int], before: tuple[int, int] | None) -> float:
-    from helpers import sequential
+    from helpers.ledger import sequential
 
     count, scale = look
     known = [notebook for notebook in notebooks if notebook in sequential.CPU_MINUTES_PER_SEED]
@@ -190,17 +188,18 @@ def _run_look(group: list[str], look: tuple[int, int], number: int, path_of: dic
 
 def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False,
                      through_look: int | None = None) -> int:
-    """The plan fixed before the study starts (:class:`helpers.sequential.SequentialPlan`: at most three looks, after
+    """The plan fixed before the study starts (:class:`helpers.ledger.sequential.SequentialPlan`: at most three looks, after
     3, 5 and 8 seeds, Pocock's boundary): at each look, run each notebook's next look (its cost stated first), combine
     every notebook at the plan's level over the looks it has had, and allocate its next look
-    (:func:`helpers.sequential.allocate`, :meth:`~helpers.sequential.SequentialPlan.next_look`): more seeds while one
+    (:func:`helpers.ledger.sequential.allocate`, :meth:`~helpers.ledger.sequential.SequentialPlan.next_look`): more seeds while one
     of its trained rows is undecided, not futile and seeds-dominated; an examples look (the same seeds' trained runs
     scoring ``examples_factor`` times the test examples) while its only live rows are examples-dominated; else it
     stops. After every look the ledger is gathered as the study stands. With ``rebuild``, no notebook runs: each
     notebook's looks whose per-seed claims files are all there (committed under ``claims/study/``) are combined and
     gathered, and it stops before the first look that would need a notebook run. With ``through_look``, the study
     stops after that look's ledger is gathered (a later run resumes at the next look). Returns the exit code."""
-    from helpers import profiles, sequential
+    from helpers import profiles
+    from helpers.ledger import sequential
 
     plan = plan or sequential.SequentialPlan()
     notebooks = [path.name[:2] for path in paths]
@@ -240,8 +239,8 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
         upcoming = {}
         for notebook in ran:
             wants = allocation[notebook]
-            if wants == "examples" and profiles.NOTEBOOK_PAPERS.get(notebook) is None:
-                wants = "stop"  # notebook 02 scores no test examples the plan could grow
+            if wants == "examples" and not profiles.example_sizes(profiles.NOTEBOOK_PAPERS[notebook]):
+                wants = "stop"  # its package names no test examples the plan could grow (notebook 02's)
             following = plan.next_look(schedules[notebook], wants)
             live = [f"{row_id}: {state.reason}" for row_id, state in states[notebook].items()]
             live += [f"{row_id}: {reason}" for row_id, reason in _still_moving(combined[notebook])]
@@ -266,19 +265,19 @@ def _still_moving(rows) -> list[tuple[str, str]]:
     """The trained rows whose interval lies on the side that contradicts the paper while their held-out curve is not
     shown to have stopped improving: more seeds cannot decide them, a longer run could. The plan does not extend
     training (it would change every seed's run key, so the notebook's runs start again); it names these rows."""
-    from helpers import claims
+    from helpers.ledger import rows as ledger_rows
 
-    blocked = "contradicting side, training not shown to have stopped"
-    return [(row.id or row.where, "on the contradicting side while its curve still moves: a longer run, not more "
-                                  "seeds, could decide it (the plan does not extend training)")
-            for row in rows if row.trained and row.verdict == "inconclusive" and claims.missing_for_verdict(row) == blocked]
+    return [(row.id, "on the contradicting side while its curve still moves: a longer run, not more seeds, could "
+                     "decide it (the plan does not extend training)")
+            for row in rows if row.trained and row.verdict == "inconclusive"
+            and getattr(ledger_rows.reason_of(row), "short", None) == ledger_rows.STILL_MOVING]
 
 
 def _undecided_states(rows, plan) -> dict:
-    """The :func:`helpers.sequential.row_state` of each trained row more seeds could still decide, by id."""
-    from helpers import sequential
+    """The :func:`helpers.ledger.sequential.row_state` of each trained row more seeds could still decide, by id."""
+    from helpers.ledger import sequential
 
-    states = {row.id or row.where: sequential.row_state(row, plan) for row in rows}
+    states = {row.id: sequential.row_state(row, plan) for row in rows}
     return {row_id: state for row_id, state in states.items() if state is not None}
 
 
@@ -302,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.rebuild and not (arguments.plan or arguments.looks):
         parser.error("--rebuild rebuilds a sequential study: give it with --plan")
     if arguments.plan or arguments.looks:
-        from helpers import sequential
+        from helpers.ledger import sequential
 
         try:
             plan = sequential.SequentialPlan(looks=tuple(arguments.looks or sequential.DEFAULT_LOOKS))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import claims
+from helpers import ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 README_MOST_LINES = 200
@@ -136,8 +136,8 @@ def test_every_repository_path_the_pages_name_exists():
 
 
 def test_the_generated_blocks_are_the_committed_ledgers():
-    stale = claims.stale_docs(ROOT)
-    assert not stale, f"generated blocks of {[str(path) for path in stale]} differ: python -m helpers.claims --render"
+    stale = ledger.stale_docs(ROOT)
+    assert not stale, f"generated blocks of {[str(path) for path in stale]} differ: python -m helpers.ledger --render"
 
 
 def test_the_readme_is_at_most_200_lines():
@@ -187,20 +187,21 @@ def test_a_renamed_module_named_in_the_pages_is_caught():
 def test_a_stale_generated_block_is_caught(tmp_path):
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
-    ledger = claims.ledger_path()  # a copy of the pages, its blocks rendered from the committed ledger
-    for path, text in claims.render_docs(claims.read_rows(ledger), claims.read_tables(), claims.read_changes(ledger),
-                                         claims.ledger_code(ledger), tmp_path).items():
+    committed = ledger.ledger_path()  # a copy of the pages, its blocks rendered from the committed ledger
+    for path, text in ledger.render_docs(ledger.read_rows(committed), ledger.read_tables(),
+                                         ledger.read_changes(committed), ledger.ledger_code(committed),
+                                         tmp_path).items():
         path.write_text(text)
-    assert claims.stale_docs(tmp_path) == []
+    assert ledger.stale_docs(tmp_path) == []
     doc = tmp_path / "docs" / "claims.md"
     doc.write_text(doc.read_text().replace("**reproduced**", "**not reproduced**", 1))
     readme = tmp_path / "README.md"
-    head, tail = readme.read_text().split(claims.HEADLINE_END)
-    readme.write_text(re.sub(r"\| 0 / 0 / ", "| 1 / 0 / ", head, count=1) + claims.HEADLINE_END + tail)
-    assert claims.stale_docs(tmp_path) == [doc, readme]
-    readme.write_text(readme.read_text().replace(claims.HEADLINE_BEGIN, ""))
+    head, tail = readme.read_text().split(ledger.HEADLINE_END)
+    readme.write_text(re.sub(r"\| 0 / 0 / ", "| 1 / 0 / ", head, count=1) + ledger.HEADLINE_END + tail)
+    assert ledger.stale_docs(tmp_path) == [doc, readme]
+    readme.write_text(readme.read_text().replace(ledger.HEADLINE_BEGIN, ""))
     with pytest.raises(ValueError, match="lacks the markers"):
-        claims.stale_docs(tmp_path)
+        ledger.stale_docs(tmp_path)
 
 
 def test_a_long_readme_is_caught():
@@ -211,7 +212,7 @@ def test_dated_history_and_seed_file_names_are_caught_outside_the_generated_bloc
     page = ROOT / "docs" / "running.md"
     planted = {page: "It took 30.1 min on 2026-11-27.\nBefore that, it took 44.5 min.\nA later session found it.\n"
                      "MAGNET (seed 000) and ../shared/seeds/003_f03470a3a7a881d4.txt\n"
-                     f"{claims.HEADLINE_BEGIN}\ngathered 2026-11-28\n{claims.HEADLINE_END}\n"}
+                     f"{ledger.HEADLINE_BEGIN}\ngathered 2026-11-28\n{ledger.HEADLINE_END}\n"}
     assert len(dated_lines(planted)) == 3
     assert len(seed_file_names(planted)) == 1
     assert seed_file_names({page: "seed 0: 9.02, training seed 1"}) == []

@@ -5,41 +5,20 @@ The notebooks run at the slice scale on the tiny random decoder (the command's d
 mechanism is the same), in a git copy of this workbook, from empty runs and caches.
 """
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import claims, code_identity, equal_numbers
+from helpers import code_identity, equal_numbers, ledger
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = "tiny-random:llama"
 
 
-def _git(root, *arguments):
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false",
-                           *arguments], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
-def copy_of_this_workbook(tmp_path, monkeypatch):
-    """This checkout's files (tracked and untracked, not ignored) in a fresh git repository, as its workbook root;
-    the assets come from this checkout's cache."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout.splitlines()
-    copy = tmp_path / "workbook"
-    for name in listed:
-        if (ROOT / name).is_file() and not name.startswith(("claims/study/", "figures/")):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            (copy / name).write_bytes((ROOT / name).read_bytes())
-    from helpers.paths import cache_dir
-
-    monkeypatch.setenv("WORKBOOK_CACHE", str(cache_dir()))
-    monkeypatch.setenv("WORKBOOK_ROOT", str(copy))
-    _git(copy, "init", "-q")
-    _git(copy, "add", "-A")
-    _git(copy, "commit", "-q", "-m", "the study's code")
-    return copy
+def copy_of_this_workbook(git_workbook):
+    """This checkout's files in a git repository of their own, as its workbook root (conftest's ``git_workbook``); the
+    assets come from this checkout's cache."""
+    return git_workbook(copy=True)
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -49,8 +28,8 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 def test_a_rename_carries_and_a_changed_constant_stales_exactly_its_notebook(copy_of_this_workbook):
-    workbook, said = copy_of_this_workbook, []
-    studied = _git(workbook, "rev-parse", "HEAD")
+    copy, said = copy_of_this_workbook, []
+    workbook, studied = copy.root, copy.git("rev-parse", "HEAD")
     equal_numbers.record(["01", "02"], model=TINY, runs=1, say=said.append)
     assert {code_identity.read_slice(notebook)["commit"] for notebook in ("01", "02")} == {studied}
     assert len(code_identity.read_slice("02")["numbers"]) > 50  # curves, claims, intervals, fingerprints
@@ -60,7 +39,7 @@ def test_a_rename_carries_and_a_changed_constant_stales_exactly_its_notebook(cop
           "resamples = whole_number(resamples, \"resamples\")  # renamed below\n    draws_wanted = resamples")
     _edit(workbook / "helpers" / "metrics.py", "size=(resamples, len(examples))", "size=(draws_wanted, len(examples))")
     assert equal_numbers.carry(["01", "02"], say=said.append) == {}
-    _git(workbook, "commit", "-qam", "a rename")
+    copy.git("commit", "-qam", "a rename")
     for notebook in ("01", "02"):
         assert code_identity.code_changes(studied, notebook) == ["helpers/metrics.py"]
         current, how = code_identity.code_current(studied, notebook)
@@ -70,7 +49,7 @@ def test_a_rename_carries_and_a_changed_constant_stales_exactly_its_notebook(cop
     # a changed constant in notebook 02's paper package: 02 is stale and its moved number is named; 01 stays carried
     _edit(workbook / "helpers" / "papers" / "mntp" / "report.py", "stats.t.ppf(0.975,", "stats.t.ppf(0.95,")
     moved = equal_numbers.carry(["02"], say=said.append)
-    _git(workbook, "commit", "-qam", "a changed constant")
+    copy.git("commit", "-qam", "a changed constant")
     assert list(moved) == ["02"]
     assert any(line.startswith("runs/claims/smoke/02.json:claims[1].low:") for line in moved["02"]), moved["02"]
     assert not any("metrics.jsonl" in line for line in moved["02"])  # training itself did not move
@@ -120,7 +99,7 @@ def test_a_tampered_record_or_carry_is_refused(copy_of_this_workbook, capsys):
     path.write_text(json.dumps({**record, "numbers": {"runs/x:#0.loss": 1.5}}))
     with pytest.raises(Exception, match="do not match the digest"):
         code_identity.read_slice("02")
-    assert claims.main(["--check"]) == 1 and "equal numbers: " in capsys.readouterr().out
+    assert ledger.main(["--check"]) == 1 and "equal numbers: " in capsys.readouterr().out
 
 
 def test_code_paths_follow_the_paper_packages_a_notebook_imports():

@@ -124,3 +124,33 @@ def test_the_tracker_pattern_catches_the_usual_forms():
         assert TRACKER.search(text), text
     for text in ("GitHub issues of the authors' code", "an issue with padding"):
         assert not TRACKER.search(text), text
+
+
+LEDGER_MAX_LINES = 400  # one module per concern of the claims ledger, each short enough to read whole
+
+
+def test_every_module_of_the_ledger_stays_short():
+    modules = {path.name: len(path.read_text().splitlines()) for path in (ROOT / "helpers" / "ledger").glob("*.py")}
+    assert {"rows.py", "notebook.py", "gathering.py", "render.py", "cli.py"} <= set(modules)  # the package is there
+    over = {name: lines for name, lines in sorted(modules.items()) if lines > LEDGER_MAX_LINES}
+    assert not over, f"split these modules of helpers/ledger/ by concern (at most {LEDGER_MAX_LINES} lines): {over}"
+
+
+def test_the_registry_names_every_paper_package_its_notebook_and_the_papers_its_claims_are_of():
+    """helpers/papers/__init__.py is the one list: every package there is a notebook's, every declared claim is of a
+    paper its notebook lists, every paper is cited by its package, and docs/layout.md's table says the same."""
+    from helpers import papers
+    from helpers.ledger import declared_claims
+
+    assert set(papers.PACKAGES) == {path.name for path in _paper_packages()}
+    assert [notebook.number for notebook in papers.NOTEBOOKS] == sorted(path.name[:2] for path in
+                                                                        (ROOT / "notebooks").glob("0*.ipynb"))
+    claimed = {}
+    for entry in declared_claims().values():
+        claimed.setdefault(entry.notebook, set()).add(entry.paper)
+    assert claimed == {notebook.number: set(notebook.papers) for notebook in papers.NOTEBOOKS}
+    for key in papers.PAPERS:
+        assert {"title", "authors", "venue"} <= set(papers.citation(key)), key
+    table = re.findall(r"^\| `helpers/papers/(\w+)/` \| (\d\d) \| (.+) \|$", (ROOT / "docs" / "layout.md").read_text(),
+                       re.M)
+    assert table == [(notebook.package, notebook.number, notebook.subject) for notebook in papers.NOTEBOOKS]

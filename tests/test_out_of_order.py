@@ -9,7 +9,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from helpers import claims
+from helpers import ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(ROOT.glob("notebooks/0[2-7]_*.ipynb"))
@@ -24,7 +24,7 @@ def _parameters_cell(notebook) -> int:
 
 def _summary_cell(notebook) -> int:
     return [index for index, cell in enumerate(notebook.cells)
-            if cell.cell_type == "code" and "claims.record(" in cell.source][-1]
+            if cell.cell_type == "code" and "ledger.record(" in cell.source][-1]
 
 
 @pytest.mark.slow
@@ -37,7 +37,7 @@ def test_a_summary_rerun_after_the_parameters_cell_changed_is_refused(path, monk
     notebook = nbformat.read(path, as_version=4)
     number, parameters, summary = path.name[:2], _parameters_cell(notebook), _summary_cell(notebook)
     cell = notebook.cells[parameters]
-    assert cell.source.count(EDIT[0]) == 1 and f'claims.parameters("{number}", cfg' in cell.source, \
+    assert cell.source.count(EDIT[0]) == 1 and f'ledger.parameters("{number}", cfg' in cell.source, \
         f"notebook {number}'s parameters cell reads the profile once and registers its parameters"
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
@@ -45,15 +45,15 @@ def test_a_summary_rerun_after_the_parameters_cell_changed_is_refused(path, monk
         for index, each in enumerate(notebook.cells):  # the whole notebook, in order: it records its claims
             if each.cell_type == "code":
                 client.execute_cell(each, index)
-        written = claims.claims_dir("smoke") / f"{number}.json"
+        written = ledger.claims_dir("smoke") / f"{number}.json"
         before = written.read_text()
         cell.source = cell.source.replace(*EDIT)  # one setting edited, the parameters cell rerun ...
         client.execute_cell(cell, parameters)
         with pytest.raises(CellExecutionError):  # ... and only the summary
             client.execute_cell(notebook.cells[summary], summary)
         figure = nbformat.v4.new_code_cell(  # a figure of the first cell's results, as the notebook's figures draw them
-            "import matplotlib.pyplot as plt\nfrom helpers import claims as _claims, plots as _plots\n"
-            f"_plots.save_figure(plt.figure(), '{number}_out_of_order', shows=list(_claims._COMPUTED['{number}'])[:1])")
+            "import matplotlib.pyplot as plt\nfrom helpers import plots as _plots\nfrom helpers.ledger import notebook as _kernel\n"
+            f"_plots.save_figure(plt.figure(), '{number}_out_of_order', shows=list(_kernel._COMPUTED['{number}'])[:1])")
         with pytest.raises(CellExecutionError):
             client.execute_cell(figure, len(notebook.cells))
     error, = [output for output in notebook.cells[summary].outputs if output.output_type == "error"]

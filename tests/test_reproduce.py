@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import claims
+from helpers import ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,15 +29,16 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     (root / "helpers").mkdir()
     (root / "pyproject.toml").touch()
     (root / "docs").mkdir()
-    (root / "docs" / "claims.md").write_text(f"before\n{claims.CLAIMS_BEGIN}\n{claims.CLAIMS_END}\nafter\n")
-    (root / "README.md").write_text(f"before\n{claims.HEADLINE_BEGIN}\n{claims.HEADLINE_END}\nafter\n")
+    (root / "docs" / "claims.md").write_text(f"before\n{ledger.CLAIMS_BEGIN}\n{ledger.CLAIMS_END}\nafter\n")
+    (root / "README.md").write_text(f"before\n{ledger.HEADLINE_BEGIN}\n{ledger.HEADLINE_END}\nafter\n")
     for arguments in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workbook"]):  # claims name a commit
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *arguments],
                        cwd=root, check=True, capture_output=True)
-    row = ("from helpers import claims, profiles\n"
-           "claims.record([claims.Claim(notebook='01', paper='001', where='Fig. 1', claim='a claim', paper_value='1',"
-           " ours='1', low=None, high=None, method='exact', n=None, kind=claims.DEFINITION, holds=True)], notebook='01',"
-           " profile='cpu', parameters=claims.parameters('01', profiles.get('cpu'), *claims.notebook_settings('01', 'cpu')))")
+    row = ("from helpers import ledger, profiles\n"
+           "ledger.record([ledger.Claim(id='lecture.fig1.claim', notebook='01', paper='001', where='Fig. 1',"
+           " claim='a claim', paper_value='1', ours='1', low=None, high=None, method='exact', n=None,"
+           " kind=ledger.DEFINITION, holds=True)], notebook='01', profile='cpu',"
+           " parameters=ledger.parameters('01', profiles.get('cpu'), *ledger.notebook_settings('01', 'cpu')))")
     good = _notebook(root / "notebooks" / "01_good.ipynb", row)
     bad = _notebook(root / "notebooks" / "02_bad.ipynb", "raise RuntimeError('this notebook breaks')")
     env = {**os.environ, "WORKBOOK_ROOT": str(root), "WORKBOOK_PROFILE": "cpu"}
@@ -47,8 +48,8 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     assert "01_good.ipynb: " in result.stdout and "FAILED" not in result.stdout.split("01_good.ipynb: ")[1].split("\n")[0], \
         result.stdout + result.stderr
     assert "02_bad.ipynb: RuntimeError: this notebook breaks" in result.stderr
-    ledger = json.loads((root / "claims" / "ledger_cpu.json").read_text())
-    assert [row["notebook"] for row in ledger["claims"]] == ["01"]  # the finished notebook was gathered
+    committed = json.loads((root / "claims" / "ledger_cpu.json").read_text())
+    assert [row["notebook"] for row in committed["claims"]] == ["01"]  # the finished notebook was gathered
     assert "1 rows from notebooks 01" in (root / "docs" / "claims.md").read_text()
     assert "| Lecture | 01 | — | — | 1 / 0 | 0 |" in (root / "README.md").read_text()
     executed = root / "runs" / "notebooks"
@@ -57,7 +58,7 @@ def test_a_failed_notebook_is_named_the_finished_ones_gathered_and_the_run_exits
     assert failed_copy.cells[0].outputs[0]["ename"] == "RuntimeError"  # the record of the failure is kept
     assert not (ROOT / "runs" / "notebooks" / "02_bad.ipynb").exists()
     costs = result.stdout.split("costliest cells")[1]  # every notebook's cells, the failed one's too
-    assert "01_good.ipynb cell 0: from helpers import claims" in costs and "02_bad.ipynb cell 0: raise RuntimeError" in costs
+    assert "01_good.ipynb cell 0: from helpers import ledger" in costs and "02_bad.ipynb cell 0: raise RuntimeError" in costs
 
 
 def test_costliest_cells_reads_the_kernels_timestamps_longest_first_and_skips_untimed_cells(load_script):
@@ -105,8 +106,8 @@ def test_a_failed_write_of_an_executed_copy_is_that_notebooks_failure_and_the_ru
 
     monkeypatch.setattr(module, "InterruptibleClient", Kernel)
     monkeypatch.setattr(store, "write_text", write_text)
-    monkeypatch.setattr(claims, "gather", lambda notebooks: gathered.extend(notebooks) or [])
-    monkeypatch.setattr(claims, "headline", lambda rows: "headline")
+    monkeypatch.setattr(ledger, "gather", lambda notebooks: gathered.extend(notebooks) or [])
+    monkeypatch.setattr(ledger, "headline", lambda rows: "headline")
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     monkeypatch.setenv("WORKBOOK_PROFILE", "cpu")
     monkeypatch.delenv("WORKBOOK_DTYPE", raising=False)

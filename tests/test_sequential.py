@@ -1,9 +1,9 @@
-"""helpers.sequential: Pocock's boundary against the published constants and a simulated null; futility and the
+"""helpers.ledger.sequential: Pocock's boundary against the published constants and a simulated null; futility and the
 allocation of the next look."""
 import numpy as np
 import pytest
 
-from helpers import sequential
+from helpers.ledger import sequential
 
 
 @pytest.mark.parametrize("looks, published", [((1, 2, 3), 2.289), ((1, 2, 3, 4, 5), 2.413), ((1, 2), 2.178)])

@@ -1,32 +1,21 @@
 """scripts/study.py: each (seed, notebook) runs once, under WORKBOOK_SEED; an interrupted study resumes; a failed
 seed is named and the exit code is 1."""
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from helpers import claims, profiles
+from helpers import ledger, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def workbook(tmp_path, monkeypatch):
-    for marker in ("helpers", "notebooks"):
-        (tmp_path / marker).mkdir()
-    (tmp_path / "pyproject.toml").touch()
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "claims.md").write_text(f"{claims.CLAIMS_BEGIN}\n{claims.CLAIMS_END}\n")
-    (tmp_path / "README.md").write_text(f"{claims.HEADLINE_BEGIN}\n{claims.HEADLINE_END}\n")
-    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+def workbook(git_workbook, monkeypatch):
+    """A git workbook with the ledger's docs markers (conftest's ``git_workbook``), whose synthetic rows need no
+    declaration, under the cpu profile, no study seed set."""
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     monkeypatch.delenv(profiles.SEED_VAR, raising=False)
-    monkeypatch.setattr(claims, "_PARAMETERS", {})
-    monkeypatch.setattr(claims, "_COMPUTED", {})
-    for arguments in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workbook"]):  # claims name a commit
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *arguments],
-                       cwd=tmp_path, check=True, capture_output=True)
-    return tmp_path
+    return git_workbook(docs=True, synthetic=True)
 
 
 def _fake_notebook(calls, fail_seed=None):
@@ -36,28 +25,28 @@ def _fake_notebook(calls, fail_seed=None):
         calls.append((seed, path.name))
         if seed == fail_seed:
             return "RuntimeError: killed"
-        row = claims.Claim(notebook="02", paper="000", where="Fig. 7", claim="MNTP beats MTP", paper_value="+",
-                           ours="x", low=seed, high=seed + 2.0, value=seed + 1.0, method="bootstrap", n=10,
-                           trained=True, quantity="accuracy")
+        row = ledger.Claim(id="mntp.fig7.test", notebook="02", paper="000", where="Fig. 7", claim="MNTP beats MTP",
+                           paper_value="+", ours="x", low=seed, high=seed + 2.0, value=seed + 1.0, method="bootstrap",
+                           n=10, trained=True, quantity="accuracy")
         cfg = profiles.current()  # the parameters cell, unedited
-        claims.record([row], "02", cfg, parameters=claims.parameters("02", cfg, *claims.notebook_settings("02", cfg)))
+        ledger.record([row], "02", cfg, parameters=ledger.parameters("02", cfg, *ledger.notebook_settings("02", cfg)))
         return None
     return runner
 
 
 def test_an_interrupted_study_resumes_without_redoing_finished_seeds(workbook, load_script):
     study = load_script("study")
-    notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    notebook = workbook.root / "notebooks" / "02_mntp_vs_mtp.ipynb"
     calls = []
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls, fail_seed=2)) == 1  # seed 2 was killed
     assert calls == [(0, notebook.name), (1, notebook.name), (2, notebook.name)]
-    assert not claims.ledger_path().exists()  # nothing gathered from an unfinished study
+    assert not ledger.ledger_path().exists()  # nothing gathered from an unfinished study
     calls.clear()
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
     assert calls == [(2, notebook.name)]  # seeds 0 and 1 were kept
-    row, = claims.read_rows(claims.ledger_path())
+    row, = ledger.read_rows(ledger.ledger_path())
     assert row.seed_values == (1.0, 2.0, 3.0) and row.value == pytest.approx(2.0)
-    assert (workbook / "figures" / "02_seed_spread.png").stat().st_size > 0  # the seeds behind the verdict, drawn
+    assert (workbook.root / "figures" / "02_seed_spread.png").stat().st_size > 0  # the seeds behind the verdict, drawn
     assert profiles.study_seed() is None  # the variable does not outlive the study
 
 
@@ -65,7 +54,7 @@ def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook, 
     """A KeyboardInterrupt from the notebook executor (reproduce.execute raises it after shutting the kernel down)
     ends the study there: no later seed runs, nothing is combined or gathered, the seed variable is unset."""
     study = load_script("study")
-    notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    notebook = workbook.root / "notebooks" / "02_mntp_vs_mtp.ipynb"
     calls = []
     finishes = _fake_notebook(calls)
 
@@ -77,7 +66,7 @@ def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook, 
 
     assert study.study([notebook], [0, 1, 2], runner=runner) == 130
     assert calls == [(0, notebook.name), (1, notebook.name)]
-    assert not claims.ledger_path().exists() and profiles.study_seed() is None
+    assert not ledger.ledger_path().exists() and profiles.study_seed() is None
 
 
 PLANNED = {"02": [5.0 + 0.1 * seed for seed in range(8)],  # far above 0 from the first look
@@ -91,26 +80,25 @@ def _planned_notebook(calls):
         seed, notebook = profiles.study_seed(), path.name[:2]
         calls.append((seed, notebook))
         value = PLANNED[notebook][seed]
-        row = claims.Claim(notebook=notebook, paper="000", where="Fig. 1", claim="the method helps", paper_value="+",
-                           ours="x", low=value - 0.05, high=value + 0.05, value=value, method="bootstrap", n=50,
-                           trained=True, quantity="gain", direction=1, check="tests/test_study.py::test_x")
+        row = ledger.Claim(id="magnet.fig1.test", notebook=notebook, paper="000", where="Fig. 1",
+                           claim="the method helps", paper_value="+", ours="x", low=value - 0.05, high=value + 0.05,
+                           value=value, method="bootstrap", n=50, trained=True, quantity="gain", direction=1,
+                           check="tests/test_study.py::test_x")
         cfg = profiles.current()
-        claims.record([row], notebook, cfg,
-                      parameters=claims.parameters(notebook, cfg, *claims.notebook_settings(notebook, cfg)))
+        ledger.record([row], notebook, cfg,
+                      parameters=ledger.parameters(notebook, cfg, *ledger.notebook_settings(notebook, cfg)))
         return None
     return runner
 
 
-def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(workbook, load_script, capsys,
-                                                                               monkeypatch):
+def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(workbook, load_script, capsys):
     """Looks after 3, 5 and 8 seeds: notebook 02's row is decided at the first look and gets no more seeds; notebook
     05's straddles at 3 seeds (t at the plan's 97.8% over 3 seeds is wide) and is decided at 5. Each look states its
     cost first; each notebook's rows say at which look they were computed, read at the plan's level."""
-    from helpers import sequential
+    from helpers.ledger import sequential
 
-    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
     study = load_script("study")
-    paths = [workbook / "notebooks" / "02_mntp_vs_mtp.ipynb", workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    paths = [workbook.root / "notebooks" / name for name in ("02_mntp_vs_mtp.ipynb", "05_mask_predict_ltd.ipynb")]
     calls = []
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls)) == 0
     assert [seed for seed, notebook in calls if notebook == "02"] == [0, 1, 2]
@@ -118,36 +106,35 @@ def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(wor
     out = capsys.readouterr().out
     assert "[plan] look 1: seeds 0..2 of notebooks 02, 05; about 24 min" in out  # 3 × (4.2 + 3.7)
     assert "[plan] look 2: seeds 3..4 of notebooks 05; about 7 min" in out
-    rows = {row.notebook: row for row in claims.read_rows(claims.ledger_path())}
+    rows = {row.notebook: row for row in ledger.read_rows(ledger.ledger_path())}
     assert rows["02"].n_seeds == 3 and rows["02"].verdict == "reproduced" and "look 1 of 3" in rows["02"].method
     assert rows["05"].n_seeds == 5 and rows["05"].verdict == "reproduced" and "look 2 of 3" in rows["05"].method
     assert "97.8%" in rows["05"].method
-    assert claims.provenance_problems() == []  # re-derived from the per-seed files under the recorded plan
+    assert ledger.provenance_problems() == []  # re-derived from the per-seed files under the recorded plan
 
 
 def _never_run(path, out_dir, timeout):
     raise AssertionError(f"a rebuild ran {path.name}")
 
 
-def test_a_rebuild_gathers_the_ledger_from_the_per_seed_files_alone(workbook, load_script, capsys, monkeypatch):
+def test_a_rebuild_gathers_the_ledger_from_the_per_seed_files_alone(workbook, load_script, capsys):
     """What a fresh clone does with the committed per-seed claims files (make ledger): no notebook runs, no trained
     run is needed, and the ledger is the one the study gathered; with a seed's file gone the rebuild stops before that
     look and says which file a run would make."""
     import shutil
 
-    from helpers import sequential
+    from helpers.ledger import sequential
 
-    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
     study = load_script("study")
-    paths = [workbook / "notebooks" / "02_mntp_vs_mtp.ipynb", workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    paths = [workbook.root / "notebooks" / name for name in ("02_mntp_vs_mtp.ipynb", "05_mask_predict_ltd.ipynb")]
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook([])) == 0
-    studied = claims.read_rows(claims.ledger_path())
-    assert claims.study_dir("cpu", 4) == workbook / "claims" / "study" / "cpu" / "seed-4"  # beside the ledger
-    shutil.rmtree(workbook / "runs")  # a fresh clone: no trained runs, no combined claims files
-    claims.ledger_path().unlink()
+    studied = ledger.read_rows(ledger.ledger_path())
+    assert ledger.study_dir("cpu", 4) == workbook.root / "claims" / "study" / "cpu" / "seed-4"  # beside the ledger
+    shutil.rmtree(workbook.root / "runs")  # a fresh clone: no trained runs, no combined claims files
+    ledger.ledger_path().unlink()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
-    assert claims.read_rows(claims.ledger_path()) == studied
-    (claims.study_dir("cpu", 4) / "05.json").unlink()
+    assert ledger.read_rows(ledger.ledger_path()) == studied
+    (ledger.study_dir("cpu", 4) / "05.json").unlink()
     capsys.readouterr()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
     assert "rebuild: notebook 05 stops before look 2; its claims files of seeds [4] are not all there, or were " \
@@ -158,39 +145,38 @@ def test_a_look_names_the_rows_a_longer_run_could_decide(load_script):
     """A study row on the contradicting side whose held-out curve still rises is no case for more seeds: the look names
     it as one a longer run could decide; the same row with a curve shown flat, or on the paper's side, is not named."""
     study = load_script("study")
-    rising = claims.curve("held-out accuracy", [(step, 0.03 * step) for step in range(0, 101, 5)])
-    flat = claims.curve("held-out accuracy", [(step, 0.0 if step == 0 else 60.0) for step in range(0, 101, 5)])
-    row = dict(notebook="03", paper="000", where="Table 1", claim="the method helps", paper_value="+", ours="x",
-               method="bootstrap", n=50, trained=True, quantity="gain", direction=1, check="tests/test_study.py::t",
+    rising = ledger.curve("held-out accuracy", [(step, 0.03 * step) for step in range(0, 101, 5)])
+    flat = ledger.curve("held-out accuracy", [(step, 0.0 if step == 0 else 60.0) for step in range(0, 101, 5)])
+    row = dict(id="magnet.table1.test", notebook="03", paper="000", where="Table 1", claim="the method helps",
+               paper_value="+", ours="x", method="bootstrap", n=50, trained=True, quantity="gain", direction=1,
+               check="tests/test_study.py::t",
                value=-1.0, low=-1.5, high=-0.5, n_seeds=3, seed_values=(-1.1, -1.0, -0.9))
-    moving = claims.Claim(**row, plateau=rising)
+    moving = ledger.Claim(**row, plateau=rising)
     assert moving.verdict == "inconclusive"
-    assert [row_id for row_id, _ in study._still_moving([moving])] == ["Table 1"]
+    assert [row_id for row_id, _ in study._still_moving([moving])] == ["magnet.table1.test"]
     assert "a longer run, not more seeds" in study._still_moving([moving])[0][1]
-    assert study._still_moving([claims.Claim(**row, plateau=flat)]) == []  # shown stopped: not reproduced
-    assert claims.Claim(**row, plateau=flat).verdict == "not reproduced"
-    assert study._still_moving([claims.Claim(**{**row, "low": 0.5, "high": 1.5, "value": 1.0}, plateau=rising)]) == []
+    assert study._still_moving([ledger.Claim(**row, plateau=flat)]) == []  # shown stopped: not reproduced
+    assert ledger.Claim(**row, plateau=flat).verdict == "not reproduced"
+    assert study._still_moving([ledger.Claim(**{**row, "low": 0.5, "high": 1.5, "value": 1.0}, plateau=rising)]) == []
 
 
 def test_a_seed_computed_by_other_code_runs_again(workbook, load_script):
     """Gathering refuses a seed computed at a commit whose code for the notebook differs from HEAD's, so the study
     does not keep such a seed's committed file: it runs it again (a change outside the notebook's code keeps it)."""
     study = load_script("study")
-    notebook = workbook / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    notebook = workbook.root / "notebooks" / "02_mntp_vs_mtp.ipynb"
     calls = []
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
 
     def commit(path, text):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        subprocess.run([*git, "add", "-A"], cwd=workbook, check=True, capture_output=True)
-        subprocess.run([*git, "commit", "-q", "-m", path.name], cwd=workbook, check=True, capture_output=True)
+        workbook.commit(path.name)
 
-    commit(workbook / "scripts" / "other.py", "x = 1\n")  # not notebook 02's code
+    commit(workbook.root / "scripts" / "other.py", "x = 1\n")  # not notebook 02's code
     calls.clear()
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0 and calls == []
-    commit(workbook / "helpers" / "shared.py", "x = 1\n")  # a shared module: notebook 02's code changed
+    commit(workbook.root / "helpers" / "shared.py", "x = 1\n")  # a shared module: notebook 02's code changed
     assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
     assert calls == [(0, notebook.name), (1, notebook.name), (2, notebook.name)]
 
@@ -202,60 +188,57 @@ def _examples_dominated_notebook(calls):
         seed, scale = profiles.study_seed(), profiles.examples_scale()
         calls.append((seed, scale))
         value, half = (0.30, 0.31, 0.29)[seed], 0.4 / scale
-        row = claims.Claim(notebook="05", paper="000", where="Table 6", claim="the method helps", paper_value="+",
-                           ours="x", low=value - half, high=value + half, value=value, method="bootstrap",
+        row = ledger.Claim(id="magnet.table6.test", notebook="05", paper="000", where="Table 6",
+                           claim="the method helps", paper_value="+", ours="x", low=value - half, high=value + half,
+                           value=value, method="bootstrap",
                            n=16 * scale, trained=True, quantity="gain", direction=1, check="tests/test_study.py::test_x")
         cfg = profiles.current()
-        claims.record([row], "05", cfg, parameters=claims.parameters("05", cfg, *claims.notebook_settings(
+        ledger.record([row], "05", cfg, parameters=ledger.parameters("05", cfg, *ledger.notebook_settings(
             "05", cfg, scale)))
         return None
     return runner
 
 
-def test_an_examples_dominated_notebook_gets_an_examples_look_on_the_same_seeds(workbook, load_script, capsys,
-                                                                               monkeypatch):
+def test_an_examples_dominated_notebook_gets_an_examples_look_on_the_same_seeds(workbook, load_script, capsys):
     """Look 1 leaves notebook 05's row straddling zero with the examples' term dominant, so more seeds would barely
     narrow it: look 2 runs the same three seeds again at twice the test examples (WORKBOOK_EXAMPLES=2, their own
     per-seed files), no fourth seed, and decides it there, read at the plan's level. A rebuild from the per-seed files
     alone gives the same ledger."""
     import shutil
 
-    from helpers import sequential
+    from helpers.ledger import sequential
 
-    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
     study = load_script("study")
-    paths = [workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    paths = [workbook.root / "notebooks" / "05_mask_predict_ltd.ipynb"]
     calls = []
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_examples_dominated_notebook(calls)) == 0
     assert calls == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]
     out = capsys.readouterr().out
     assert "[plan] look 1, notebook 05: examples; look 2: seeds 0..2 again at 2x the test examples" in out
-    row = claims.read_rows(claims.ledger_path())[0]
+    row = ledger.read_rows(ledger.ledger_path())[0]
     assert row.verdict == "reproduced" and row.n_seeds == 3 and row.low > 0
     assert "look 2 of 3 of a sequential plan, on 2x the test examples, read at 97.8%" in row.method
-    assert (claims.study_dir("cpu", 0, 2) / "05.json").exists()
-    assert claims.study_dir("cpu", 0, 2) == workbook / "claims" / "study" / "cpu" / "examples-x2" / "seed-0"
-    assert claims.provenance_problems() == []  # re-derived from both looks' per-seed files
-    shutil.rmtree(workbook / "runs")
-    claims.ledger_path().unlink()
+    assert (ledger.study_dir("cpu", 0, 2) / "05.json").exists()
+    assert ledger.study_dir("cpu", 0, 2) == workbook.root / "claims" / "study" / "cpu" / "examples-x2" / "seed-0"
+    assert ledger.provenance_problems() == []  # re-derived from both looks' per-seed files
+    shutil.rmtree(workbook.root / "runs")
+    ledger.ledger_path().unlink()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
-    assert claims.read_rows(claims.ledger_path()) == [row]
+    assert ledger.read_rows(ledger.ledger_path()) == [row]
 
 
-def test_a_study_asked_to_stop_after_a_look_stops_there_and_resumes_at_the_next(workbook, load_script, capsys,
-                                                                                monkeypatch):
-    from helpers import sequential
+def test_a_study_asked_to_stop_after_a_look_stops_there_and_resumes_at_the_next(workbook, load_script, capsys):
+    from helpers.ledger import sequential
 
-    monkeypatch.setattr(claims, "undeclared_rows", lambda path=None: [])
     study = load_script("study")
-    paths = [workbook / "notebooks" / "02_mntp_vs_mtp.ipynb", workbook / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    paths = [workbook.root / "notebooks" / name for name in ("02_mntp_vs_mtp.ipynb", "05_mask_predict_ltd.ipynb")]
     calls = []
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls),
                                   through_look=1) == 0
     assert calls == [(0, "02"), (1, "02"), (2, "02"), (0, "05"), (1, "05"), (2, "05")]
     assert "stopping after look 1 as asked (--through-look 1); notebooks 05 go on to look 2" in capsys.readouterr().out
-    assert {row.notebook: row.n_seeds for row in claims.read_rows(claims.ledger_path())} == {"02": 3, "05": 3}
+    assert {row.notebook: row.n_seeds for row in ledger.read_rows(ledger.ledger_path())} == {"02": 3, "05": 3}
     calls.clear()
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls)) == 0
     assert calls == [(3, "05"), (4, "05")]  # the finished seeds are kept
-    assert {row.notebook: row.n_seeds for row in claims.read_rows(claims.ledger_path())} == {"02": 3, "05": 5}
+    assert {row.notebook: row.n_seeds for row in ledger.read_rows(ledger.ledger_path())} == {"02": 3, "05": 5}

@@ -213,7 +213,7 @@ def test_the_docs_give_the_commands_these_tests_run():
 
 def test_the_registry_imports_a_paper_package_only_when_its_training_runs():
     probe = subprocess.run([sys.executable, "-c", "import sys, helpers.train as t; "
-                            "print(sorted(t.TRAINERS), [m for m in sys.modules if m.startswith('helpers.papers')])"],
+                            "print(sorted(t.TRAINERS), [m for m in sys.modules if m.startswith('helpers.papers.')])"],
                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
     assert probe.stdout.strip() == "['emat', 'magnet', 'mntp', 'mtp', 'sr'] []", probe.stderr
 

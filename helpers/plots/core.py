@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from matplotlib.colors import ListedColormap
 
-from .. import claims, profiles, store
+from .. import ledger, profiles, store
 from ..paths import figures_dir
 
 MASKED_COLOR = "#595959"  # dark gray: -inf (MAGNET Fig. 2)
@@ -38,7 +38,7 @@ def figure_stamp(name: str, shows: Sequence[str] = ()) -> str:
     if profiles.study_seed() is not None:
         profile += f" (study seed {profiles.study_seed()})"
     notebook = name[:2] if name[:2].isdigit() else ""
-    made = claims.current_parameters(notebook) if notebook else None
+    made = ledger.current_parameters(notebook) if notebook else None
     where = f"notebook {notebook} · " if notebook else ""
     if made is None:
         return f"{where}profile {profile} · parameters not set"
@@ -56,7 +56,7 @@ def save_figure(fig: plt.Figure, name: str, shows: Sequence[str] = ()) -> Path:
     """Save ``fig`` as ``figures/<name>.png`` (repo root, whatever the working directory) and return the path.
 
     ``shows`` names the notebook's earlier cells whose results the figure draws (the names they gave
-    ``params.computed``): the figure is refused, in one line (:class:`helpers.claims.StaleResultsError`), when one of
+    ``params.computed``): the figure is refused, in one line (:class:`helpers.ledger.StaleResultsError`), when one of
     them ran under other parameters than the parameters cell now holds, and its stamp names them.
 
     The figure is stamped (a small grey line at its foot, and the PNG's ``Description``) with :func:`figure_stamp`,
@@ -71,7 +71,7 @@ def save_figure(fig: plt.Figure, name: str, shows: Sequence[str] = ()) -> Path:
         folder = folder / "study" / f"seed-{profiles.study_seed()}"
     path = folder / f"{name}.png"
     if name[:2].isdigit():
-        claims.check_shown(name[:2], shows, name)
+        ledger.check_shown(name[:2], shows, name)
     stamp = figure_stamp(name, shows)
     _stamp(fig, stamp)
     try:  # atomically: a full disk or a file-size limit leaves the previous figure as it was
@@ -92,7 +92,7 @@ def show(fig: plt.Figure, name: str, shows: Sequence[str] = ()) -> None:
     """
     try:
         save_figure(fig, name, shows)
-    except claims.StaleResultsError:
+    except ledger.StaleResultsError:
         plt.close(fig)  # a refused figure is not shown either
         raise
     _display(fig)
@@ -267,13 +267,13 @@ def draw_mask(ax, allowed, title: str = "", query_kind=None, labels: Sequence[st
 
 
 def seed_spread_figure(rows: Sequence, title: str = "") -> plt.Figure:
-    """A seed study's trained rows (:class:`helpers.claims.Claim` with ``seed_values``), one line each: every seed's
+    """A seed study's trained rows (:class:`helpers.ledger.Claim` with ``seed_values``), one line each: every seed's
     value as a dot, the seed mean as a bar with its interval (seeds with the test examples nested), and the paper's
     threshold as a tick, so the spread behind each verdict is seen. Each row on its own scale (the units differ)."""
     rows = [row for row in rows if row.seed_values]
     if not rows:
         raise ValueError("rows holds no row with seed_values; draw a seed study's combined rows "
-                         "(helpers.claims.combine_seeds)")
+                         "(helpers.ledger.combine_seeds)")
     fig, axes = plt.subplots(len(rows), 1, figsize=(7.5, 0.62 * len(rows) + 0.8), squeeze=False)
     for ax, row in zip(axes[:, 0], rows):
         seeds = np.asarray(row.seed_values, dtype=float)

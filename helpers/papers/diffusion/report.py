@@ -22,7 +22,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from ... import claims as ledger
+from ... import ledger
 from ... import metrics, training
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, LR_N, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof,

@@ -6,7 +6,7 @@ import math
 from typing import Sequence
 
 from ... import metrics
-from ...claims import MEASUREMENT, REFERENCE, Claim, Declared, curve, declare
+from ...ledger import MEASUREMENT, REFERENCE, Claim, Declared, curve, declare
 from .experiment import (COVERAGE_TOKENS, LENGTH_GROUPS, METHOD_LABELS, METHODS, PAPER_SIZED, PAPER_SIZED_ROWS,
                          latency_method, latency_ratio,
                          paired_difference, training_label_share)

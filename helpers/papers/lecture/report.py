@@ -10,7 +10,7 @@ from typing import Sequence
 
 import torch
 
-from ... import claims as ledger
+from ... import ledger
 from ... import masks as M
 from ...checks import whole_number
 

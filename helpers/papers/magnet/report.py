@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import claims as ledger
+from ... import ledger
 from ... import metrics, training
 from .experiment_table1 import CHANCE_ROW, ENTITY_TASKS, PROBE_TASKS, ProbeStudy
 from .experiment_table4 import nll_gain_interval, perplexity_interval

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import claims as C
+from ... import ledger as C
 from ... import metrics, training
 
 PAPER_ID = "000"  # the seed document: MAGNET

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import claims as ledger
+from ... import ledger
 from ... import metrics, training
 from ...masked_lm import MNTP
 from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_interval,

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import claims as ledger
+from ... import ledger
 from ... import masks as M
 from ... import metrics
 from .experiment import exit_or_none

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import claims, profiles, training
+from helpers import profiles, training
+from helpers import ledger as claims
 from helpers.papers.diffusion import experiment, judge, mechanism, report, settings
 from helpers.papers.openltg import experiment_table6
 

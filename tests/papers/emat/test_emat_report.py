@@ -57,7 +57,7 @@ def test_table3_rows_give_a_at_k_by_gold_length_with_intervals_for_every_method(
     assert frame.loc["ours: EMAT", "all a@10"] == emat["all a@10"]  # one definition: the notebook's table is these rows
     assert (frame.loc["ours: GRU decoder", "ms / sentence"], frame.loc["ours: naive MTC", "ms / sentence"]) == ("9.5", "—")
     assert frame.loc["paper: BERT-Adapted-RNN", "ms / sentence"] == "44 (T4)"
-    from helpers import claims  # the rows are what docs/claims.md's result table takes
+    from helpers import ledger as claims  # the rows are what docs/claims.md's result table takes
     assert claims.ResultTable(notebook="06", name="table3", title="Table 3", header=header, rows=rows).rows[-1][0] == "ours: naive MTC"
 
 
@@ -132,13 +132,13 @@ def _rows(gru_hits=GRU_OVER_NAIVE, naive_like_mlm=True, emat_paper_ratio=1.04, e
 def _as_study(rows):
     """The run's rows as a study of three agreeing seeds combines them: one seed's trained row reaches no verdict,
     and these tests check the report's per-row rules (baseline, budget check), which apply to a study's rows."""
-    from helpers import claims
+    from helpers import ledger as claims
 
     return claims.combine_seeds({seed: rows for seed in range(3)})
 
 
 def test_every_row_is_declared_and_every_declaration_is_a_row():
-    from helpers import claims
+    from helpers import ledger as claims
 
     rows = _rows()
     assert set(rows) == set(report.CLAIMS)  # no row without a declaration, no declaration without a row
@@ -153,7 +153,7 @@ def test_every_row_is_declared_and_every_declaration_is_a_row():
 
 
 def test_rows_the_paper_does_not_state_are_references_or_measurements():
-    from helpers import claims
+    from helpers import ledger as claims
 
     for declared in report.CLAIMS.values():
         if declared.paper_value.startswith("not reported"):
@@ -221,7 +221,7 @@ def test_curve_rose_compares_the_last_half_with_the_first_evaluation():
 
 
 def test_tables_1_2_and_the_length_classifier_are_measurements_with_intervals():
-    from helpers import claims
+    from helpers import ledger as claims
 
     rows = _rows()
     table1 = rows["emat.table1.one_token_share"]

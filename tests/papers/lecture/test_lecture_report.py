@@ -3,7 +3,7 @@ import random
 
 import torch
 
-from helpers import claims
+from helpers import ledger as claims
 from helpers import masks as M
 from helpers import profiles
 from helpers.papers.lecture import report, settings

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from helpers import claims as ledger
+from helpers import ledger
 from helpers import metrics, training
 from helpers.papers.magnet import experiment_table1 as P
 from helpers.papers.magnet import report, settings
@@ -12,7 +12,7 @@ from helpers.papers.magnet import report, settings
 def _as_study(rows):
     """The run's rows as a study of three agreeing seeds combines them: one seed's trained row reaches no verdict,
     and these tests check the report's per-row rules (baseline, budget check), which apply to a study's rows."""
-    from helpers import claims
+    from helpers import ledger as claims
 
     return claims.combine_seeds({seed: list(rows) for seed in range(3)})
 

@@ -3,7 +3,8 @@ the App. E sentence computed from it."""
 import numpy as np
 import pytest
 
-from helpers import claims, metrics, training
+from helpers import metrics, training
+from helpers import ledger as claims
 from helpers.papers.mntp import report, settings
 
 

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import claims, metrics, training
+from helpers import metrics, training
+from helpers import ledger as claims
 from helpers.papers.openltg import experiment, experiment_table6, report, settings
 
 N = 12

@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 import torch
 
-from helpers import claims, models
+from helpers import models
+from helpers import ledger as claims
 from helpers.papers.sequence_repetition import experiment_table2 as T2
 from helpers.papers.sequence_repetition import report
 from helpers.papers.sequence_repetition.mechanism import scaled_exit_layer

@@ -14,7 +14,7 @@ PAD = 2
 def _as_study(rows):
     """The run's rows as a study of three agreeing seeds combines them: one seed's trained row reaches no verdict,
     and these tests check the report's per-row rules (baseline, budget check), which apply to a study's rows."""
-    from helpers import claims
+    from helpers import ledger as claims
 
     return claims.combine_seeds({seed: list(rows) for seed in range(3)})
 
@@ -135,7 +135,7 @@ def _claims(**options):
 
 
 def test_every_row_is_declared_and_every_declaration_is_emitted():
-    from helpers import claims
+    from helpers import ledger as claims
 
     rows = _claims()
     ids = [row.id for row in rows]

@@ -37,6 +37,9 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from .. import metrics
+from .rows import Claim, reason_of
+
 DEFAULT_LOOKS = (3, 5, 8)
 
 # Minutes one new seed of each notebook takes at the cpu profile on the 2-core CI machine, its runs trained from empty
@@ -218,18 +221,18 @@ def look_state(values: Sequence[float], example_halves: Sequence[float], *, thre
                      distance=distance, examples_dominated=examples_dominated)
 
 
-def row_state(row, plan: SequentialPlan = SequentialPlan()) -> LookState | None:
-    """The :class:`LookState` of a study's combined trained row (:func:`helpers.claims.combine_seeds` at ``plan``'s
-    level), or None when more seeds cannot change it: it is decided, or blocked by what seeds do not fix
-    (:func:`helpers.claims.missing_for_verdict`: no check, a confound, another regime, a baseline not shown to work,
-    the contradicting side waiting for its training to be shown stopped). The examples' term is the combined
-    interval's, half² = seeds' half² + examples' half², both at the plan's level."""
+def row_state(row: Claim, plan: SequentialPlan = SequentialPlan()) -> LookState | None:
+    """The :class:`LookState` of a study's combined trained row (:func:`helpers.ledger.study.combine_seeds` at
+    ``plan``'s level), or None when more seeds cannot change it: it is decided, or its reason for being inconclusive
+    (:func:`helpers.ledger.rows.reason_of`) is one seeds do not fix (no check, a confound, another regime, a baseline
+    not shown to work, the contradicting side waiting for its training to be shown stopped). The examples' term is the
+    combined interval's, half² = seeds' half² + examples' half², both at the plan's level."""
     from scipy import stats
 
-    from . import claims, metrics
-
-    if not (row.trained and row.verdict == "inconclusive" and row.seed_values and len(row.seed_values) > 1) \
-            or claims.missing_for_verdict(row):
+    if not (row.trained and row.verdict == "inconclusive" and row.seed_values and len(row.seed_values) > 1):
+        return None
+    reason = reason_of(row)
+    if reason is not None and not reason.more_seeds_help:
         return None
     seeds_half = metrics.mean_ci95(list(row.seed_values), plan.level)[1]
     examples_half = math.sqrt(max(((row.high - row.low) / 2) ** 2 - seeds_half ** 2, 0.0))
