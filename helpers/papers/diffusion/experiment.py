@@ -225,32 +225,17 @@ def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSett
     attention (no block cache) and block-causal with the exact cache, same T and blocks, the two decodes taking turns
     in every trial (one warm-up first), so a drift of the machine reaches both alike. ``settings.timing_processes`` = 1
     times in this process; more repeat the same trials in that many fresh processes, one after another
-    (:func:`helpers.workers.run_jobs`, the model sent to each), so the speed-up's interval nests the trials in the
-    processes and covers run-to-run variance (:func:`speed_ratios`, :func:`speed_interval`)."""
+    (:func:`helpers.workers.in_fresh_processes`, the model sent to each), so the speed-up's interval nests the trials
+    in the processes and covers run-to-run variance (:func:`speed_ratios`,
+    :func:`helpers.metrics.trials_in_processes_interval`)."""
     from ... import workers
 
-    job = (backend, prompt, settings)
-    if settings.timing_processes == 1:
-        return [_timed_cache(*job)]
-    _remove_output_capturing_hooks(backend.model)  # the model is pickled to every worker
-    return [workers.run_jobs(_timed_cache_job, [job], 1)[0] for _ in range(settings.timing_processes)]
+    return workers.in_fresh_processes(_timed_cache, (backend, prompt, settings), settings.timing_processes,
+                                      models=(backend.model,))
 
 
-def _remove_output_capturing_hooks(model: torch.nn.Module) -> None:
-    """Take transformers' output-capturing forward hooks off ``model`` and mark it unhooked. transformers installs
-    them the first time a forward asks for hidden states (the reachability proof does); they are local functions,
-    which pickle cannot send to a worker process. Nothing else changes: the next forward that asks for hidden states
-    installs them again."""
-    for module in model.modules():
-        capturing = [key for key, hook in module._forward_hooks.items()
-                     if "output_capturing_hook" in getattr(hook, "__qualname__", "")]
-        for hooks in (module._forward_hooks, module._forward_hooks_with_kwargs, module._forward_hooks_always_called):
-            for key in capturing:
-                hooks.pop(key, None)
-        module.__dict__.pop("_output_capturing_hooks_installed", None)
-
-
-def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> dict[str, list[float]]:
+def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings,
+                 progress: bool = False) -> dict[str, list[float]]:
     """One process's timing trials of :func:`cache_speed` (runs in whichever process calls it)."""
     semi = settings.llada(block_length=settings.block_length)
     cached = settings.llada(block_length=settings.block_length, attention="block-causal")
@@ -258,12 +243,7 @@ def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSet
             BLOCK_CAUSAL: lambda seed: mechanism.sample(backend, prompt, settings.target_length, cached, seed=seed)}
     synchronize = torch.cuda.synchronize if backend.device.type == "cuda" else None
     return metrics.interleaved_timings(jobs, list(settings.timing_seeds), rounds=1, best=True, synchronize=synchronize,
-                                       per_input=True)
-
-
-def _timed_cache_job(job: tuple) -> dict[str, list[float]]:
-    """:func:`_timed_cache` for a fresh worker process (one picklable tuple of its arguments)."""
-    return _timed_cache(*job)
+                                       progress=progress, per_input=True)
 
 
 def speed_ratios(runs: Sequence[dict[str, list[float]]]) -> tuple[tuple[float, ...], ...]:
@@ -273,22 +253,6 @@ def speed_ratios(runs: Sequence[dict[str, list[float]]]) -> tuple[tuple[float, .
         raise ValueError("runs must be cache_speed's list of per-process timings (at least one process)")
     return tuple(tuple(slow / fast for slow, fast in zip(milliseconds[SEMI_AR], milliseconds[BLOCK_CAUSAL]))
                  for milliseconds in runs)
-
-
-def speed_interval(ratios: Sequence[Sequence[float]]) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of the speed-up, trials nested in processes
-    (:func:`helpers.metrics.trials_in_processes_interval`)."""
-    return metrics.trials_in_processes_interval(ratios, "ratios")
-
-
-def describe_speed_method(ratios: Sequence[Sequence[float]]) -> str:
-    """How the speed-up's interval was formed, for the ledger's method column."""
-    trials = {len(found) for found in ratios}
-    each = f"{min(trials)}" if len(trials) == 1 else f"{min(trials)}-{max(trials)}"
-    if len(ratios) == 1:
-        return f"t over {each} interleaved timing trials in one process"
-    return (f"t over the means of {len(ratios)} processes, {each} interleaved timing trials each nested in them "
-            "(run-to-run variance)")
 
 
 def cache_matches(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings, *, seed: int = 0) -> bool:

@@ -27,7 +27,7 @@ from ... import metrics, training
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, LR_N, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof,
                          LikelihoodStudy, accuracy_difference, high_ratio_hits, log_ppl_difference, mean_difference,
-                         describe_speed_method, paired_metric_difference, speed_interval, speed_ratios, steps_row)
+                         paired_metric_difference, speed_ratios, steps_row)
 from .judge import MauveJudge
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS, DiffusionSettings
 
@@ -164,8 +164,8 @@ def describe_blocks(scores, ratios: tuple[tuple[float, ...], ...]) -> str:
     """``ratios``: the block cache's speed-up per process and trial (:func:`.experiment.speed_ratios`)."""
     semi, _, _ = log_ppl_difference(scores, SEMI_AR, LOW_CONFIDENCE)
     cached, low, high = log_ppl_difference(scores, BLOCK_CAUSAL, SEMI_AR)
-    speed, speed_low, speed_high = speed_interval(ratios)
-    interval = f"[{speed_low:.2f}, {speed_high:.2f}] ({describe_speed_method(ratios)})"
+    speed, speed_low, speed_high = metrics.trials_in_processes_interval(ratios)
+    interval = f"[{speed_low:.2f}, {speed_high:.2f}] ({metrics.trials_in_processes_method(ratios)})"
     return (f"Semi-AR blocks against one block: PPL {_ppl(scores, SEMI_AR)} vs {_ppl(scores, LOW_CONFIDENCE)} "
             f"({semi:+.3f} nats per token; LLaDA Base: 64.4 vs 64.7). Block-causal with the exact cache against semi-AR: "
             f"PPL {_ppl(scores, BLOCK_CAUSAL)} vs {_ppl(scores, SEMI_AR)} ({cached:+.3f} [{low:+.3f}, {high:+.3f}]), "
@@ -470,7 +470,7 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: tuple[tuple[floa
     def compared(claim_id: str, first: str, second: str, note: str = "") -> ledger.Claim:
         return judged_by_humans(CLAIMS[claim_id], scores, mauve, first, second, note=note, plateau=plateau)
 
-    speed, low, high = speed_interval(ratios)
+    speed, low, high = metrics.trials_in_processes_interval(ratios)
     trials = sum(len(found) for found in ratios)
     rows = [
         compared("diffusion.llada.table6.low_confidence_vs_random", LOW_CONFIDENCE, RANDOM, f"T = {settings.steps}"),
@@ -479,7 +479,7 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: tuple[tuple[floa
         compared("diffusion.llada.table6.semi_ar_vs_one_block", SEMI_AR, LOW_CONFIDENCE,
                  f"B = {settings.block_length}, T = {settings.steps}"),
         CLAIMS["diffusion.fast_dllm.table1.cache_speedup"].measured(
-            speed, low, high, describe_speed_method(ratios), trials,
+            speed, low, high, metrics.trials_in_processes_method(ratios), trials,
             ours=f"{speed:.2f}× on {device}",
             note=f"N = {settings.target_length}, B = {settings.block_length}, T = {settings.steps}"),
         compared("diffusion.fast_dllm.table1.cache_quality", BLOCK_CAUSAL, SEMI_AR,

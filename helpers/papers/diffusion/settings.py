@@ -38,8 +38,9 @@ class DiffusionSettings:
     trace_block: int = 8
     # Batch-1 timing trials of the block cache, one per seed: in each the uncached and the cached decode run once, one
     # after the other (metrics.interleaved_timings), and the trial's speed-up is their ratio. The trials repeat in
-    # timing_processes fresh processes (helpers.workers.run_jobs), and the speed-up's interval nests the trials in the
-    # processes (metrics.trials_in_processes_interval), so it holds the run-to-run variance as well as the trials'.
+    # timing_processes fresh processes (helpers.workers.in_fresh_processes), and the speed-up's interval nests the
+    # trials in the processes (metrics.trials_in_processes_interval), so it holds the run-to-run variance as well as
+    # the trials'.
     timing_seeds: tuple[int, ...] = tuple(range(10))
     timing_processes: int = 3
     # Sampling draws per prompt of every sampler row on the one adapter (draw d samples from seed + DRAW_STRIDE d):

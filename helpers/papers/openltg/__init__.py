@@ -11,7 +11,7 @@
 from . import experiment, experiment_table6, experiment_table7, figures, mechanism, report, settings
 from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, GenerationsKey, PromptExample,
                          ablation_configs, decoding_speed, device_label, entropy, function_word_share, is_function_word,
-                         load_causal_lm, ltd_entropies, save_generations, speed_ratio_interval, speed_ratio_runs,
+                         load_causal_lm, ltd_entropies, save_generations, speed_ratio_runs,
                          speed_ratio_samples, speed_ratios, story_prompts, table6_draws, table6_generations)
 from .experiment_table6 import (Table6Scores, bleu1_statistics, continuation_nll, continuation_nlls, corpus_bleu1,
                                 evaluate_draws, evaluate_generations, generation_records, paired_metric_difference, pool_draws,
@@ -44,7 +44,7 @@ __all__ = ["ABLATIONS", "AR_ROW", "CITATION", "LAST_LAYER_ROW", "PAPER_BETTER", 
            "bleu1_statistics", "claims", "continuation_lengths", "continuation_nll", "continuation_nlls", "corpus_bleu1",
            "decoding_speed", "decoding_view", "describe_ablation", "describe_lengths", "describe_ltd",
            "describe_self_scoring", "describe_speed", "describe_trace", "device_label", "entropy", "evaluate_draws",
-           "evaluate_generations", "generation_records", "pool_draws", "speed_ratio_interval", "speed_ratio_runs",
+           "evaluate_generations", "generation_records", "pool_draws", "speed_ratio_runs",
            "table6_draws",
            "experiment", "experiment_table6", "experiment_table7", "figures", "function_word_share",
            "generation_mask", "generation_masks_figure", "is_function_word", "joined_tokens", "left_padded",

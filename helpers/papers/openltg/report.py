@@ -10,8 +10,7 @@ import numpy as np
 from ... import claims as ledger
 from ... import metrics, training
 from ...masked_lm import MNTP
-from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_interval,
-                         speed_ratio_runs)
+from .experiment import ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_runs
 from .experiment_table6 import Table6Scores, paired_metric_difference
 from .experiment_table7 import LengthScores
 from .mechanism import Decoded
@@ -394,15 +393,13 @@ def _table6_metric_claims(table: dict, table6: Table6Scores, plateau=None) -> li
 
 def _speed_claim(table: dict, speed_rows: list[dict], settings: OpenLTGSettings, speed_device: str) -> ledger.Claim:
     """Fig. 5's speed-up at the longest N and largest T: per trial, mask-predict's tokens/s over AR's in the same trial,
-    the trials nested in the processes (:func:`.experiment.speed_ratio_interval`)."""
+    the trials nested in the processes (:func:`helpers.metrics.trials_in_processes_interval`)."""
     top, longest = max(settings.speed_iterations), max(settings.speed_lengths)
     runs = speed_ratio_runs(speed_rows, top, longest)
-    ratio, low, high = speed_ratio_interval(runs)
-    trials = sorted({len(trials) for trials in runs})
+    ratio, low, high = metrics.trials_in_processes_interval(runs)
     return table["openltg.fig5.speedup"].measured(
-        ratio, low, high, f"trials nested in processes: {'/'.join(map(str, trials))} interleaved timing trials × "
-                          f"{len(runs)} processes (t over process means, within-process trials added)",
-        sum(len(trials) for trials in runs), ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}")
+        ratio, low, high, metrics.trials_in_processes_method(runs), sum(len(trials) for trials in runs),
+        ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}")
 
 
 def _length_claim(table: dict, lengths: LengthScores, plateau=None) -> ledger.Claim:

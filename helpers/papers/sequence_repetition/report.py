@@ -654,15 +654,14 @@ def _probe_claims(probe: dict, tagging: TaggingData, num_layers: int, figure_pre
 def _speed_claims(per_process: dict, num_layers: int, speed_device: str, figure_prefix: str) -> list:
     """Table 2 (§4.5) on our timer: the speedup over the base (r = 0, all layers) within each interleaved trial,
     ``per_process[(exit layer, r)]`` one tuple of trials per process (``measure_speedups``), with the trials nested in
-    the processes (:func:`.experiment_table2.speedup_interval`), at the paper's exit layers scaled to our depth. Both
-    rows carry the hardware regime (:data:`SPEED_REGIME`), so neither can be decided here; a timer that does not
-    order what it must (r = 1 at full depth slower than the base) also confounds them."""
-    from .experiment_table2 import speedup_interval
-
+    the processes (:func:`helpers.metrics.trials_in_processes_interval`), at the paper's exit layers scaled to our
+    depth. Both rows carry the hardware regime (:data:`SPEED_REGIME`), so neither can be decided here; a timer that
+    does not order what it must (r = 1 at full depth slower than the base) also confounds them."""
+    interval = metrics.trials_in_processes_interval
     full_r1 = per_process.get((num_layers, 1))
     timed = lambda runs: runs is not None and all(len(trials) >= 2 for trials in runs)  # noqa: E731
-    sane = timed(full_r1) and speedup_interval(full_r1)[2] < 1.0
-    timer = (f"r=1 at full depth runs {speedup_interval(full_r1)[0]:.2f}x the base speed" if timed(full_r1)
+    sane = timed(full_r1) and interval(full_r1)[2] < 1.0
+    timer = (f"r=1 at full depth runs {interval(full_r1)[0]:.2f}x the base speed" if timed(full_r1)
              else "r=1 at full depth was not timed")
     confound = "" if sane else (f"the timer does not order the configurations as their work does ({timer}; it "
                                 "must lie below 1 with its interval)")
@@ -672,12 +671,9 @@ def _speed_claims(per_process: dict, num_layers: int, speed_device: str, figure_
         runs = per_process.get((layer, r))
         if not timed(runs):
             continue
-        value, low, high = speedup_interval(runs)
-        trials = sorted({len(trials) for trials in runs})
+        value, low, high = interval(runs)
         rows.append(CLAIMS[f"sr.table2.r{r}_exit{paper_layer}"].measured(
-            value, low, high, f"trials nested in processes: {'/'.join(map(str, trials))} interleaved timing trials × "
-                              f"{len(runs)} processes (t over process means, within-process trials added)",
-            sum(len(trials) for trials in runs),
+            value, low, high, metrics.trials_in_processes_method(runs), sum(len(trials) for trials in runs),
             ours=f"{value:.2f}x at exit@{layer} of {num_layers} on {speed_device}", note=f"timer check: {timer}",
             confound=confound, figure=f"{figure_prefix}sr_speed.png"))
     return rows
