@@ -1,8 +1,9 @@
 """One package per paper (and one for the lecture), each with the same files:
 
 - ``mechanism.py``: the paper's equations and algorithms only; it never imports its experiment, report or figures;
-- ``settings.py``: its settings dataclass and its values per profile (``SETTINGS``, read by
-  :func:`helpers.profiles.settings_for`);
+- ``settings.py``: its settings dataclass, its values per profile (``SETTINGS``, read by
+  :func:`helpers.profiles.settings_for`) and how a seed study's seed reaches them (``STUDY_SEED``,
+  :class:`helpers.seeds.StudySeed`);
 - ``experiment.py``: data, training and evaluation drivers returning result objects;
 - ``report.py``: the paper's numbers (once), tables, ``describe_*`` sentences and ``claims()``;
 - ``figures.py``: its figures and widget views.

@@ -35,6 +35,7 @@ from ... import attention, data, metrics, models, store, training
 from ... import masks as M
 from ... import objectives as O
 from ...masked_lm import MaskedLM, MNTPDecoder
+from ...seeds import seeded_generator
 from ..openltg import experiment as openltg_experiment, experiment_table6 as openltg_table6
 from . import mechanism
 from .judge import MauveJudge, mauve_judge
@@ -394,7 +395,7 @@ def heldout_diffusion_batches(backend: MaskedLM, profile, settings: DiffusionSet
     batches = []
     for index, first in enumerate(range(0, len(blocks), settings.fine_tune_batch)):
         rows = blocks[first:first + settings.fine_tune_batch]
-        generator = O.seeded_generator(HELDOUT_MASK_SEED, index, 0)
+        generator = seeded_generator(HELDOUT_MASK_SEED, index, 0)
         batches.append(mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
                                                  special_ids=tokenizer.all_special_ids, generator=generator,
                                                  corruption=corruption,
@@ -438,7 +439,7 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
         device = backend.device
 
         def batch_for(step: int, micro: int) -> dict:
-            generator = O.seeded_generator(settings.seed, step, micro)
+            generator = seeded_generator(settings.seed, step, micro)
             rows = blocks[torch.randint(len(blocks), (settings.fine_tune_batch,), generator=generator)]
             batch = mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
                                               special_ids=tokenizer.all_special_ids, generator=generator, **noise)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ... import metrics, training
+from ...seeds import StudySeed
 from ..openltg.settings import DRAW_STRIDE  # notebook 05's draws: draw d samples from seed + d x this
 from .mechanism import SamplerConfig, mask_predict_config
 
@@ -80,12 +81,6 @@ class DiffusionSettings:
         """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
         return [self.seed + DRAW_STRIDE * draw for draw in range(self.draws)]
 
-    def for_seed(self, seed: int) -> "DiffusionSettings":
-        """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
-        seed draws the samplers' and the bound's randomness and the fine-tune's LoRA, time and batch order (the
-        prompts and held-out blocks stay); notebook 02's adapter of that seed comes with the profile."""
-        return self if seed == self.seed else replace(self, seed=int(seed))
-
     def llada(self, steps: int | None = None, **changes) -> SamplerConfig:
         """LLaDA's low-confidence sampler at these sizes (one block unless ``block_length`` is given)."""
         config = SamplerConfig(steps=steps or self.steps, temperature=self.temperature, top_p=self.top_p)
@@ -95,6 +90,11 @@ class DiffusionSettings:
         """Notebook 05's sampler (LTD, re-masking of committed tokens, top-p; DSWA off) at T = ``steps``."""
         return mask_predict_config(steps or self.steps, self.beta, self.top_p)
 
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): seed s moves ``seed`` by s, from 0 in
+# every profile: the samplers' and the bound's randomness and the fine-tune's LoRA, time and batch order (the prompts
+# and held-out blocks stay); notebook 02's adapter of that seed comes with the profile.
+STUDY_SEED = StudySeed(("seed",))
 
 # The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): the samplers'
 # prompts and the held-out validation blocks of the bound and the block-size-1 NLL (the first eval_blocks of the

@@ -25,6 +25,7 @@ from ... import models, store
 from ... import objectives as O
 from ... import training as T
 from ...checks import real_number
+from ...seeds import seeded_generator
 from .mechanism import (Phase, add_projection_head, encode_sentences, joint_loss, magnet_phases, masked_view, phase_at,
                         sample_spans)
 from .settings import ABLATION_LAMBDAS, SETTINGS, MagnetSettings, evaluation_free
@@ -232,7 +233,7 @@ def joint_batch_maker(tokenizer, *, phases: Sequence[Phase], settings: MagnetSet
 
     def batch_for(step: int, micro: int) -> dict:
         phase = phase_at(phases, step)
-        generator = O.seeded_generator(seed, step, micro)
+        generator = seeded_generator(seed, step, micro)
         batch = {"step": step, "micro": micro, "lambdas": (phase.mntp, phase.sscl, phase.msg)}
         if phase.mntp or phase.msg:
             rows = torch.randint(len(blocks), (settings.batch_size,), generator=generator)
@@ -490,7 +491,7 @@ def three_views(tokenizer, block_text: str, sentence: str, *, length: int, spans
     ids = tokenizer(block_text, add_special_tokens=False, return_tensors="pt").input_ids[:, :length]
     if ids.shape[1] < length:
         raise ValueError(f"block_text has {ids.shape[1]} tokens, fewer than length={length}")
-    generator = O.seeded_generator(seed)
+    generator = seeded_generator(seed)
     view = masked_view(ids, [spans], mask_id=mask_id, vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids,
                        generator=generator)
     positive = augment(sentence, generator, settings.delete_prob, settings.crop_min)

@@ -36,6 +36,7 @@ from ... import masks as M
 from ... import models
 from ...checks import real_number, whole_number
 from ...masked_lm import SOURCE_STATES, MaskedLM
+from ...seeds import seeded_generator
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
 FULL_WINDOW = 1 << 20  # a window wider than any sequence: DSWA off, mixed attention kept
@@ -265,11 +266,6 @@ def left_padded(prompts: list[torch.Tensor], length: int, fill: int, pad_id: int
     return ids, padding
 
 
-def seeded_generator(seed: int, device) -> torch.Generator:
-    """The random stream a decode draws from: one seeded generator per call, on the model's device."""
-    return torch.Generator(device=device).manual_seed(check_seed(seed))
-
-
 def check_seed(seed) -> int:
     return whole_number(seed, "seed", 0, "the random seed of the draws")
 
@@ -383,7 +379,7 @@ def mask_predict(backend: MaskedLM, prompts, length: int, config: DecodeConfig =
         def predict(rows, cols):
             return backend.predict(ids, padding, rows, cols + start, **routing)
     banned = torch.tensor(backend.banned_ids, dtype=torch.long, device=device)
-    generator = seeded_generator(seed, device)
+    generator = seeded_generator(seed, device=device)  # one stream per decode
 
     batch = len(prompts)
     tokens = torch.full((batch, length), backend.mask_id, dtype=torch.long, device=device)
@@ -485,7 +481,7 @@ def autoregressive_generate(model, prompts, length: int, *, temperature: float =
     ids, padding = ids.to(device), padding.to(device)
     positions = M.content_positions(padding)
     banned = torch.tensor(sorted(set(map(int, banned_ids))), dtype=torch.long, device=device)
-    generator = seeded_generator(seed, device)
+    generator = seeded_generator(seed, device=device)  # one stream per decode
     out = model(input_ids=ids, attention_mask=padding, position_ids=positions, use_cache=True, logits_to_keep=1)
     generated = []
     next_position = positions[:, -1:] + 1

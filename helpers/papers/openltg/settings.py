@@ -6,10 +6,17 @@ from dataclasses import dataclass, replace
 
 from ... import masks as M
 from ...masked_lm import MNTP
+from ...seeds import StudySeed
 from .mechanism import DecodeConfig
 
 
 DRAW_STRIDE = 1_000_003  # draw d samples from seed + d x this: its batches' seeds never meet another draw's
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): it moves none of them. Notebook 05
+# trains nothing; a study seed reaches it through notebook 02's adapter of that seed (the profile's), and its
+# sampling and timing seeds (``seed``, the draws', the trials') are the same under every study seed.
+STUDY_SEED = StudySeed()
+
 # The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): Table 6's
 # prompts and Table 7's length-test prompts. Neither keys a run (notebook 05 trains nothing of its own).
 EXAMPLE_SIZES = ("num_prompts", "length_test_prompts")
