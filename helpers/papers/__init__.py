@@ -5,7 +5,9 @@
   :func:`helpers.profiles.settings_for`) and how a seed study's seed reaches them (``STUDY_SEED``,
   :class:`helpers.seeds.StudySeed`);
 - ``experiment.py``: data, training and evaluation drivers returning result objects;
-- ``report.py``: the paper's numbers (once), tables, ``describe_*`` sentences and ``claims()``;
+- ``report.py``: the paper's numbers (once), tables, ``describe_*`` sentences and ``claims()``; where that grows past
+  500 lines, the paper's numbers and the claims table (``CLAIMS``) live in ``declarations.py``, which ``report.py``
+  re-exports (``helpers.claims`` reads ``report.CLAIMS``);
 - ``figures.py``: its figures and widget views.
 
 | package | notebook | paper |

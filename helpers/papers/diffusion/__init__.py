@@ -12,12 +12,13 @@ cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as
   uniform-corruption loop) driven by the same model, the library's implementation of :func:`sample`;
 - :mod:`.judge`: the judges against the human continuations (MAUVE for samplers, the bound for models);
 - :mod:`.settings`: the sizes per profile;
-- :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model, the fine-tune (run
-  folder keyed by :class:`FineTuneKey`) and the likelihood study;
-- :mod:`.report`: the papers' numbers, the sentences and :func:`claims`;
+- :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model; the fine-tune (run
+  folder keyed by :class:`FineTuneKey`) and the likelihood study in :mod:`.experiment_fine_tune`;
+- :mod:`.declarations`: the papers' numbers and the notebook's claims, declared once (``CLAIMS``);
+- :mod:`.report`: the tables, the sentences and :func:`claims` (the rows);
 - :mod:`.figures`: the masks, the commit maps and their widget, the sampler bars, the steps and the likelihood.
 """
-from . import ecosystem, experiment, figures, judge, mechanism, report, settings
+from . import declarations, ecosystem, experiment, figures, judge, mechanism, report, settings
 from .ecosystem import BackendLogits, llada2_generate, pipeline_arguments, uniform_generate
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof, corruption_generations, corruption_rows,
@@ -57,7 +58,7 @@ CITATIONS = {
 CITATION = {**CITATIONS["LLaDA"], "also": [CITATIONS[name] for name in ("MDLM", "BD3-LM", "Fast-dLLM")]}
 
 __all__ = ["BLOCK_CAUSAL", "EDITING", "MASK_CORRUPTION", "UNIFORM_CORRUPTION", "BackendLogits", "corruption_generations",
-           "corruption_rows", "describe_corruption", "describe_editing", "ecosystem", "llada2_generate",
+           "corruption_rows", "declarations", "describe_corruption", "describe_editing", "ecosystem", "llada2_generate",
            "pipeline_arguments", "uniform_generate", "CITATION", "CITATIONS", "CLAIMS", "FINE_TUNE_HELDOUT_CURVE", "NAMES", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
            "SETTINGS", "THRESHOLD", "TRUTH_ROW", "BlockProof", "BoundSamples", "DiffusionSettings", "FineTuneKey",
            "FineTuned", "Generations", "LikelihoodStudy", "Sampled", "SamplerConfig", "Step", "accuracy_difference",

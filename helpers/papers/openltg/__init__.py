@@ -1,7 +1,8 @@
 """OpenLTG (seed 002): open-ended long text generation with a masked LM, notebook 05.
 
 - :mod:`.mechanism`: mask-predict (§3.1) with LTD (§4.2, Eq. 8), DSWA (§4.1, Eq. 6-7) and SMART's update rule
-  (§4.3), recurrent segments (App. B), the nucleus sampler and the AR baseline it shares;
+  (§4.3), recurrent segments (App. B), the nucleus sampler and the AR baseline it shares
+  (:mod:`.mechanism_autoregressive`);
 - :mod:`.settings`: the sizes per profile (§5.1's values at the ``paper`` profile);
 - :mod:`.experiment`: prompts, Table 6's generations (run folder keyed by :class:`GenerationsKey`), Fig. 2 and 4's
   measurements, Fig. 5's timings; :mod:`.experiment_table6` scores Table 6, :mod:`.experiment_table7` Table 7;
