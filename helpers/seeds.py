@@ -9,6 +9,8 @@
 - :func:`seeded_generator`: a torch generator seeded with :func:`mixed_seed` of its parts, on a device (the CPU
   unless told). With one part it is that seed itself: ``seeded_generator(seed, device=device)`` is the generator a
   decode or a sampler draws from.
+- :func:`draw_seeds`: the seeds of a prompt's sampling draws (notebooks 05 and 07): draw 0 is the seed itself, so
+  one draw samples as a run without draws does.
 - :class:`StudySeed`: how a seed study's seed (the profile's seed, ``WORKBOOK_SEED``) reaches a paper's settings.
   Each paper's settings module declares one as ``STUDY_SEED``, and :func:`helpers.profiles.settings_for` applies it:
   study seed ``s`` adds ``stride · s`` to each seed field it names. A paper whose settings name none reads
@@ -27,6 +29,7 @@ from .checks import whole_number
 MODULUS = 2**63 - 1  # the largest seed torch takes from every generator, so any mixed seed is a valid one
 MIX_MULTIPLIER = 1_000_003  # a prime larger than any step or index a run counts
 EPOCH_ORDER_MULTIPLIER = 100_003  # sequence repetition's taggers: an epoch's sentence order from (seed, epoch)
+DRAW_STRIDE = 1_000_003  # draw d samples from seed + d x this: its batches' seeds never meet another draw's
 
 
 def mixed_seed(*parts: int, multiplier: int = MIX_MULTIPLIER, start: int = 0) -> int:
@@ -42,6 +45,11 @@ def seeded_generator(*parts: int, device=None, multiplier: int = MIX_MULTIPLIER)
     """A torch generator on ``device`` (the CPU when None) seeded with :func:`mixed_seed` of ``parts`` (e.g. seed,
     step, micro-batch): what it draws is a pure function of them."""
     return torch.Generator(device=device).manual_seed(mixed_seed(*parts, multiplier=multiplier))
+
+
+def draw_seeds(seed: int, draws: int) -> list[int]:
+    """The sampling seed of each of ``draws`` draws: ``seed + d · DRAW_STRIDE`` for draw ``d`` (draw 0: ``seed``)."""
+    return [seed + DRAW_STRIDE * draw for draw in range(draws)]
 
 
 @dataclass(frozen=True)

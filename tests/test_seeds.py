@@ -33,6 +33,16 @@ def test_a_seeded_generator_draws_what_torch_draws_from_the_mixed_seed():
     assert objectives.seeded_generator is seeds.seeded_generator  # the masked-LM batches draw from the same one
 
 
+def test_draw_zero_samples_from_the_seed_and_each_draw_a_stride_apart():
+    assert seeds.draw_seeds(3, 1) == [3] and seeds.draw_seeds(3, 3) == [3, 1_000_006, 2_000_009]
+    from helpers.papers.diffusion import settings as diffusion
+    from helpers.papers.openltg import settings as openltg
+
+    for table in (openltg.SETTINGS, diffusion.SETTINGS):
+        for chosen in table.values():
+            assert chosen.draw_seeds() == [chosen.seed + 1_000_003 * draw for draw in range(chosen.draws)]
+
+
 @dataclasses.dataclass(frozen=True)
 class _Inner:
     seed: int = 0

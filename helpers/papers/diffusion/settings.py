@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ... import metrics, training
+from ... import metrics, seeds, training
 from ...seeds import StudySeed
-from ..openltg.settings import DRAW_STRIDE  # notebook 05's draws: draw d samples from seed + d x this
 from .mechanism import SamplerConfig, mask_predict_config
 
 FINE_TUNE_HELDOUT_CURVE = "notebook 07's diffusion fine-tune: held-out diffusion loss (LLaDA Eq. 3), negated"
@@ -44,9 +43,10 @@ class DiffusionSettings:
     # the trials'.
     timing_seeds: tuple[int, ...] = tuple(range(10))
     timing_processes: int = 3
-    # Sampling draws per prompt of every sampler row on the one adapter (draw d samples from seed + DRAW_STRIDE d):
-    # each draw of each prompt is scored, and the judges resample prompts, each carrying all its draws (draws nested
-    # in prompts), so more draws narrow the sampling noise of a row without training anything. Keys no run folder.
+    # Sampling draws per prompt of every sampler row on the one adapter (draw d samples from seed +
+    # seeds.DRAW_STRIDE d): each draw of each prompt is scored, and the judges resample prompts, each carrying all its
+    # draws (draws nested in prompts), so more draws narrow the sampling noise of a row without training anything.
+    # Keys no run folder.
     draws: int = 2
     fine_tune_steps: int = 16  # the diffusion fine-tune of notebook 02's adapter (LLaDA Eq. 3, 1/t weight)
     fine_tune_batch: int = 4
@@ -79,7 +79,7 @@ class DiffusionSettings:
 
     def draw_seeds(self) -> list[int]:
         """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
-        return [self.seed + DRAW_STRIDE * draw for draw in range(self.draws)]
+        return seeds.draw_seeds(self.seed, self.draws)
 
     def llada(self, steps: int | None = None, **changes) -> SamplerConfig:
         """LLaDA's low-confidence sampler at these sizes (one block unless ``block_length`` is given)."""
