@@ -276,6 +276,16 @@ def trials_in_processes_interval(runs: Sequence[Sequence[float]], argument: str 
     return seeds_with_examples_interval(means, [mean_ci95(trials)[1] for trials in runs])
 
 
+def trials_in_processes_method(runs: Sequence[Sequence[float]]) -> str:
+    """How :func:`trials_in_processes_interval` formed the interval of ``runs``, in words (a claims row's method):
+    the trials per process (``10`` or, where processes differ, ``9/10``) and the number of processes."""
+    trials = "/".join(str(count) for count in sorted({len(found) for found in runs}))
+    if len(runs) == 1:
+        return f"t over {trials} interleaved timing trials in one process"
+    return (f"trials nested in processes: {trials} interleaved timing trials × {len(runs)} processes (t over process "
+            "means, within-process trials added)")
+
+
 # Test examples, passages, spans and prompts are drawn with this seed, never the study's: every study seed then scores
 # the same examples, which seeds_with_examples_interval's nesting assumes (redrawn examples count their variance twice).
 EXAMPLES_SEED = 0

@@ -19,6 +19,7 @@ from . import attention, models
 from . import masks as M
 from .checks import real_number, whole_number
 from .device import model_device
+from .seeds import seeded_generator  # helpers.training reads it here too (O.seeded_generator)
 
 IGNORE_INDEX = -100
 OBJECTIVES = ("mntp", "mtp")
@@ -226,14 +227,6 @@ def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_l
     hidden = attention.forward_with_mask(models.decoder_body(model), batch["input_ids"], mask,
                                          padding_mask=batch["padding_mask"]).last_hidden_state
     return gathered_loss(model.get_output_embeddings(), hidden, labels)
-
-
-def seeded_generator(*parts: int) -> torch.Generator:
-    """A CPU generator seeded from integers (e.g. seed, step, micro-batch): batches are pure functions of them."""
-    seed = 0
-    for index, part in enumerate(parts):
-        seed = (seed * 1_000_003 + whole_number(part, f"parts[{index}]", 0)) % (2**63 - 1)
-    return torch.Generator().manual_seed(seed)
 
 
 def fixed_eval_batches(objective: str, blocks: torch.Tensor, *, batch_size: int, num_batches: int, mask_id: int,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from . import papers
+from .seeds import StudySeed
 
 PROFILE_NAMES = ("smoke", "cpu", "gpu", "paper")
 ENV_VAR = "WORKBOOK_PROFILE"
@@ -225,19 +226,23 @@ NOTEBOOK_PAPERS = papers.NOTEBOOK_PACKAGES
 def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None):
     """A paper's own settings for a profile: ``helpers.papers.<paper>.settings.SETTINGS[profile.name]``.
 
-    Each notebook keeps its sizes next to the code they drive, one entry per profile. Settings with a
-    ``for_seed(seed)`` method get the profile's seed through it (a seed study's ``WORKBOOK_SEED``: e.g. notebook 06's
-    heads train from it); the others read ``profile.seed`` where they use it. Their test-example sizes are
-    ``examples`` times the table's (:func:`scale_examples`; None: ``WORKBOOK_EXAMPLES``, 1 when unset).
+    Each notebook keeps its sizes next to the code they drive, one entry per profile. The profile's seed (a seed
+    study's ``WORKBOOK_SEED``) reaches them one way: the settings module's ``STUDY_SEED``
+    (:class:`helpers.seeds.StudySeed`) names the seed fields that follow it and how far one study seed moves them
+    (e.g. notebook 06's heads train from it); a paper whose settings name none reads ``profile.seed`` where it uses a
+    seed. Their test-example sizes are ``examples`` times the table's (:func:`scale_examples`; None:
+    ``WORKBOOK_EXAMPLES``, 1 when unset).
     """
     if paper not in PAPERS:
         raise ValueError(f"paper={paper!r} has no settings; expected one of {PAPERS}")
     profile = profile or current()
-    table = importlib.import_module(f"helpers.papers.{paper}.settings").SETTINGS
-    missing = [name for name in PROFILE_NAMES if name not in table]
+    module = importlib.import_module(f"helpers.papers.{paper}.settings")
+    missing = [name for name in PROFILE_NAMES if name not in module.SETTINGS]
     if missing:
         raise ValueError(f"helpers.papers.{paper}.settings.SETTINGS lacks profiles {missing}")
-    settings = table[profile.name]
-    follow_seed = getattr(settings, "for_seed", None)
-    settings = settings if follow_seed is None else follow_seed(profile.seed)
+    study_seed = getattr(module, "STUDY_SEED", None)
+    if not isinstance(study_seed, StudySeed):
+        raise ValueError(f"helpers.papers.{paper}.settings.STUDY_SEED={study_seed!r} must be a helpers.seeds.StudySeed "
+                         "(the seed fields a seed study's seed moves; StudySeed() for none)")
+    settings = study_seed.apply(module.SETTINGS[profile.name], profile.seed)
     return scale_examples(settings, examples_scale() if examples is None else examples, paper)

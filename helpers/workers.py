@@ -10,6 +10,9 @@ included; ``concurrent.futures`` would return a worker's KeyboardInterrupt as th
 the queued jobs, and leaving the ``with`` block waits (``shutdown(wait=True)``) for every pending job. So workers
 ignore SIGINT (the process that started them decides), and a pool left by an exception (:meth:`WorkerPool.stop`)
 cancels its queued jobs and ends its workers at once.
+
+A timing repeated in fresh processes (:func:`in_fresh_processes`) runs one job in each of N new processes, one after
+another, so that its results see the run-to-run variance of a process's state and not only one process's.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import signal
 import sys
 import threading
 import time
+
+from .checks import whole_number
 
 PARENT_POLL_SECONDS = 1.0
 
@@ -108,3 +113,40 @@ def run_jobs(function, jobs: list, workers: int, on_result=None) -> list:
             if on_result is not None:
                 on_result(index, results[index])
     return results
+
+
+def remove_output_capturing_hooks(model) -> None:
+    """Take transformers' output-capturing forward hooks off ``model`` (a torch module) and mark it unhooked.
+    transformers installs them the first time a forward asks for hidden states; they are local functions, which
+    pickle cannot send to a worker process. Nothing else changes: the next forward that asks for hidden states
+    installs them again."""
+    for module in model.modules():
+        capturing = [key for key, hook in module._forward_hooks.items()
+                     if "output_capturing_hook" in getattr(hook, "__qualname__", "")]
+        for hooks in (module._forward_hooks, module._forward_hooks_with_kwargs, module._forward_hooks_always_called):
+            for key in capturing:
+                hooks.pop(key, None)
+        module.__dict__.pop("_output_capturing_hooks_installed", None)
+
+
+def _call_without_progress(call: tuple):
+    """One fresh process's run of :func:`in_fresh_processes`' job (a worker shows no progress bar)."""
+    function, arguments = call
+    return function(*arguments, progress=False)
+
+
+def in_fresh_processes(function, arguments: tuple, processes: int, *, progress: bool = False, models=()) -> list:
+    """``function(*arguments, progress=...)`` once per process, the results in process order (a timing's runs).
+
+    ``processes`` = 1 runs it here, with ``progress`` passed on. More run it in that many fresh processes, one after
+    another (each a pool of one worker, :func:`run_jobs`), so no two overlap and each result sees a new process's
+    state (allocation, thread placement, the machine's): the spread of the results is the run-to-run variance.
+    ``function`` must be importable by name (a module-level function) and take ``progress``; ``arguments`` are
+    pickled to every process, so the torch modules in ``models`` (those among the arguments) first lose
+    transformers' output-capturing hooks (:func:`remove_output_capturing_hooks`)."""
+    processes = whole_number(processes, "processes", 1, "fresh processes the job runs in, one after another")
+    if processes == 1:
+        return [function(*arguments, progress=progress)]
+    for model in models:
+        remove_output_capturing_hooks(model)
+    return [run_jobs(_call_without_progress, [(function, arguments)], 1)[0] for _ in range(processes)]

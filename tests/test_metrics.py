@@ -112,6 +112,32 @@ def test_seeds_with_examples_interval_nests_the_examples_in_a_t_interval_over_se
         metrics.seeds_with_examples_interval([1.0, 2.0], [0.1, float("nan")])
 
 
+
+def test_a_timing_interval_nests_the_trials_in_the_processes():
+    """The process means' t interval with each process's own trial interval added in quadrature: two processes whose
+    trials agree within each but not between them (run-to-run variance) get an interval wider than one that took
+    their six trials as one sample, covering both means; one process gets its trials' t interval alone."""
+    runs = ((1.0, 1.2, 1.1), (1.4, 1.6, 1.5))
+    value, low, high = metrics.trials_in_processes_interval(runs)
+    process_half = metrics.mean_ci95([1.1, 1.5])[1]
+    trial_half = metrics.mean_ci95([1.0, 1.2, 1.1])[1]  # both processes have the same spread
+    assert value == pytest.approx(1.3)
+    assert high - value == pytest.approx(math.hypot(process_half, trial_half))
+    pooled = metrics.mean_ci95([ratio for trials in runs for ratio in trials])[1]
+    assert high - low > 2 * pooled and low < 1.1 and high > 1.5
+    one = metrics.trials_in_processes_interval(runs[:1])
+    assert one == pytest.approx(metrics.seed_interval([1.0, 1.2, 1.1]))
+    with pytest.raises(ValueError, match="per_process"):
+        metrics.trials_in_processes_interval(((1.0,), (1.1, 1.2)), "per_process")
+
+
+def test_a_timing_method_names_its_trials_and_processes():
+    assert metrics.trials_in_processes_method(((1.0, 1.2, 1.1), (1.4, 1.6, 1.5))) == (
+        "trials nested in processes: 3 interleaved timing trials × 2 processes (t over process means, within-process "
+        "trials added)")
+    assert "2/3 interleaved timing trials × 2 processes" in metrics.trials_in_processes_method(((1.0, 1.1), (1, 2, 3)))
+    assert metrics.trials_in_processes_method(((1.0, 1.2, 1.1),)) == "t over 3 interleaved timing trials in one process"
+
 def _simulated(rng, steps, values_at, noise):
     return [(step, values_at(step) + rng.normal(0.0, noise)) for step in steps]
 

@@ -118,3 +118,58 @@ def test_a_pool_of_no_workers_is_refused_naming_the_argument():
 
     with pytest.raises(ValueError, match="workers=0 must be a positive int"):
         workers.worker_pool(0)
+
+
+def _logged_run(log: str, progress: bool = False):
+    """A timing job's stand-in: appends this process's pid to ``log`` and returns ``(pid, runs logged so far,
+    progress)``."""
+    with open(log, "a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    with open(log) as handle:
+        return os.getpid(), len(handle.read().split()), progress
+
+
+def test_one_process_runs_the_job_here_and_more_run_it_in_as_many_fresh_processes_in_order(tmp_path):
+    from helpers import workers
+
+    log = str(tmp_path / "runs.log")
+    assert workers.in_fresh_processes(_logged_run, (log,), 1, progress=True) == [(os.getpid(), 1, True)]
+    results = workers.in_fresh_processes(_logged_run, (log,), 2, progress=True)
+    pids = [pid for pid, _, _ in results]
+    assert len(set(pids)) == 2 and os.getpid() not in pids  # two processes, neither this one
+    assert [count for _, count, _ in results] == [2, 3]  # one after the other, the results in that order
+    assert [progress for _, _, progress in results] == [False, False]  # a worker shows no progress bar
+    with pytest.raises(ValueError, match="processes=0"):
+        workers.in_fresh_processes(_logged_run, (log,), 0)
+
+
+def _kept_hook(module, args, output):  # a hook of our own: importable, so it pickles, and it must stay
+    return None
+
+
+def _parameter_count(model, progress: bool = False) -> int:
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def test_capturing_hooks_come_off_a_model_before_it_is_pickled_to_fresh_processes():
+    """transformers' output-capturing hook (a local function, installed by a forward that asked for hidden states)
+    cannot be pickled: the model reaches the workers only once it is off, and the other hooks stay."""
+    import pickle
+
+    torch = pytest.importorskip("torch")
+    capturing = pytest.importorskip("transformers.utils.output_capturing")
+    install = getattr(capturing, "install_output_capturing_hook", None) or \
+        getattr(capturing, "install_output_capuring_hook", None)  # transformers' own spelling
+    if install is None:
+        pytest.skip("this transformers has no output-capturing hooks")
+    from helpers import workers
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    model[0].register_forward_hook(_kept_hook)
+    install(model[1], "hidden_states", 0)
+    model._output_capturing_hooks_installed = True
+    with pytest.raises((AttributeError, pickle.PicklingError)):
+        pickle.dumps(model)  # what the workers would receive with the hook on
+    assert workers.in_fresh_processes(_parameter_count, (model,), 2, models=(model,)) == [12, 12]
+    assert not model[1]._forward_hooks and "_output_capturing_hooks_installed" not in model.__dict__
+    assert list(model[0]._forward_hooks.values()) == [_kept_hook]

@@ -1,10 +1,13 @@
 """One package per paper (and one for the lecture, one for notebook 07), each with the same files:
 
 - ``mechanism.py``: the paper's equations and algorithms only; it never imports its experiment, report or figures;
-- ``settings.py``: its settings dataclass and its values per profile (``SETTINGS``, read by
-  :func:`helpers.profiles.settings_for`);
+- ``settings.py``: its settings dataclass, its values per profile (``SETTINGS``, read by
+  :func:`helpers.profiles.settings_for`) and how a seed study's seed reaches them (``STUDY_SEED``,
+  :class:`helpers.seeds.StudySeed`);
 - ``experiment.py``: data, training and evaluation drivers returning result objects;
-- ``report.py``: the paper's numbers (once), tables, ``describe_*`` sentences and ``claims()``;
+- ``report.py``: the paper's numbers (once), tables, ``describe_*`` sentences and ``claims()``; where that grows past
+  500 lines, the paper's numbers and the claims table (``CLAIMS``) live in ``declarations.py``, which ``report.py``
+  re-exports (``helpers.ledger`` reads ``report.CLAIMS``);
 - ``figures.py``: its figures and widget views.
 
 This module is also the one registry of the papers and the notebooks, as data (:data:`PAPERS`, :data:`NOTEBOOKS`):

@@ -12,18 +12,19 @@ cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as
   uniform-corruption loop) driven by the same model, the library's implementation of :func:`sample`;
 - :mod:`.judge`: the judges against the human continuations (MAUVE for samplers, the bound for models);
 - :mod:`.settings`: the sizes per profile;
-- :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model, the fine-tune (run
-  folder keyed by :class:`FineTuneKey`) and the likelihood study;
-- :mod:`.report`: the papers' numbers, the sentences and :func:`claims`;
+- :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model; the fine-tune (run
+  folder keyed by :class:`FineTuneKey`) and the likelihood study in :mod:`.experiment_fine_tune`;
+- :mod:`.declarations`: the papers' numbers and the notebook's claims, declared once (``CLAIMS``);
+- :mod:`.report`: the tables, the sentences and :func:`claims` (the rows);
 - :mod:`.figures`: the masks, the commit maps and their widget, the sampler bars, the steps and the likelihood.
 """
-from . import ecosystem, experiment, figures, judge, mechanism, report, settings
+from . import declarations, ecosystem, experiment, figures, judge, mechanism, report, settings
 from .ecosystem import BackendLogits, llada2_generate, pipeline_arguments, uniform_generate
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR, THRESHOLD,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof, corruption_generations, corruption_rows,
                          FineTuned, FineTuneKey, Generations, LikelihoodStudy, accuracy_difference, anatomy, anatomy_rows,
                          block_mask_identities, cache_matches, cache_speed, fine_tune, fine_tune_heldout_curve, generate,
-                         generate_draws, speed_interval, systems_per_draw,
+                         generate_draws, systems_per_draw,
                          heldout_blocks, heldout_diffusion_batches, heldout_diffusion_loss,
                          human_continuation_bounds, human_continuation_ids, human_continuations, judge_against_humans,
                          likelihood_study, log_ppl_difference, mask_predict_matches,
@@ -57,12 +58,12 @@ CITATIONS = {
 CITATION = {**CITATIONS["LLaDA"], "also": [CITATIONS[name] for name in ("MDLM", "BD3-LM", "Fast-dLLM")]}
 
 __all__ = ["BLOCK_CAUSAL", "EDITING", "MASK_CORRUPTION", "UNIFORM_CORRUPTION", "BackendLogits", "corruption_generations",
-           "corruption_rows", "describe_corruption", "describe_editing", "ecosystem", "llada2_generate",
+           "corruption_rows", "declarations", "describe_corruption", "describe_editing", "ecosystem", "llada2_generate",
            "pipeline_arguments", "uniform_generate", "CITATION", "CITATIONS", "CLAIMS", "FINE_TUNE_HELDOUT_CURVE", "NAMES", "LOW_CONFIDENCE", "MASK_PREDICT", "PAPER", "RANDOM", "SEMI_AR",
            "SETTINGS", "THRESHOLD", "TRUTH_ROW", "BlockProof", "BoundSamples", "DiffusionSettings", "FineTuneKey",
            "FineTuned", "Generations", "LikelihoodStudy", "Sampled", "SamplerConfig", "Step", "accuracy_difference",
            "anatomy", "anatomy_figure", "anatomy_rows", "block_mask_identities", "block_masks_figure", "cache_matches",
-           "cache_speed", "generate_draws", "speed_interval", "systems_per_draw", "causal_nll", "claims", "curve_points", "commit_map_figure", "describe_blocks", "describe_fine_tune",
+           "cache_speed", "generate_draws", "systems_per_draw", "causal_nll", "claims", "curve_points", "commit_map_figure", "describe_blocks", "describe_fine_tune",
            "describe_mask_predict", "describe_masks", "describe_remasking", "describe_steps", "diffusion_batch",
            "diffusion_bound", "diffusion_loss", "experiment", "figures", "fine_tune", "fine_tune_heldout_curve", "generate", "heldout_blocks",
            "heldout_diffusion_batches", "heldout_diffusion_loss",

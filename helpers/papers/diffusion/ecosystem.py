@@ -45,6 +45,7 @@ import torch
 
 from ... import masks as M
 from ...masked_lm import MaskedLM
+from ...seeds import seeded_generator
 from ..openltg import mechanism as mask_predict
 from .mechanism import SamplerConfig, noise_vocabulary
 
@@ -160,7 +161,7 @@ def uniform_generate(backend: MaskedLM, prompt: torch.Tensor, length: int, confi
     if config.threshold is not None or config.schedule != "mask-predict":
         raise ValueError("the scheduler's uniform mode commits a cumulative quota ⌈kL/T⌉ (ours: schedule="
                          "'mask-predict', threshold=None)")
-    generator = mask_predict.seeded_generator(seed, backend.device)
+    generator = seeded_generator(mask_predict.check_seed(seed), device=backend.device)
     vocabulary = noise_vocabulary(backend)
     model = BackendLogits(backend, prompt.numel(), block)
     scheduler = BlockRefinementScheduler(block_length=block, num_inference_steps=per_block)

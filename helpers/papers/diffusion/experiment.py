@@ -12,31 +12,33 @@ on the real model, and a short diffusion fine-tune of notebook 02's MNTP adapter
   the bound each gives that human text (:mod:`.judge`).
 - **Mask proof** (:func:`reachability_proof`): a changed token moves hidden states exactly where the block-causal
   mask's reachability says, layer by layer, on the notebook's own model.
-- **Fine-tune** (:func:`fine_tune`): a LoRA on notebook 02's merged MNTP adapter trained with LLaDA's Eq. 3
-  (:func:`.mechanism.diffusion_loss`), its run folder keyed by :class:`FineTuneKey`; :func:`likelihood_study` scores
-  both adapters' bound (LLaDA Eq. 6), their block-size-1 NLL (BD3-LM §4.1) and accuracy by mask ratio, and
-  :func:`row_hits` their masked-token accuracy on notebook 02's held-out batches.
+- **Fine-tune** (:mod:`.experiment_fine_tune`, read here): a LoRA on notebook 02's merged MNTP adapter trained with
+  LLaDA's Eq. 3 (:func:`.mechanism.diffusion_loss`), its run folder keyed by :class:`FineTuneKey`;
+  :func:`likelihood_study` scores both adapters' bound (LLaDA Eq. 6), their block-size-1 NLL (BD3-LM §4.1) and
+  accuracy by mask ratio, and :func:`row_hits` their masked-token accuracy on notebook 02's held-out batches.
 
 Notebook 05's prompts, its judge and its Table 6 scoring are reused from :mod:`helpers.papers.openltg` (the one line
 importing it below), so the two notebooks score generations the same way.
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ... import attention, data, metrics, models, store, training
+from ... import attention, metrics, models
 from ... import masks as M
-from ... import objectives as O
-from ...masked_lm import MaskedLM, MNTPDecoder
+from ...masked_lm import MaskedLM
 from ..openltg import experiment as openltg_experiment, experiment_table6 as openltg_table6
 from . import mechanism
+from .experiment_fine_tune import (FINE_TUNE_HELDOUT_KEY, FINE_TUNE_RUN, FINE_TUNE_VERSION,  # noqa: F401 (re-exported)
+                                   HELDOUT_MASK_SEED, FineTuned, FineTuneKey, LikelihoodStudy, accuracy_difference,
+                                   fine_tune, fine_tune_heldout_curve, heldout_blocks, heldout_diffusion_batches,
+                                   heldout_diffusion_loss, high_ratio_hits, likelihood_study, mean_difference,
+                                   notebook02_eval_batches, row_hits)
 from .judge import MauveJudge, mauve_judge
 from .mechanism import SamplerConfig
 from .settings import FINE_TUNE_HELDOUT_CURVE, DiffusionSettings  # noqa: F401 (the curve's name, re-exported)
@@ -52,10 +54,6 @@ MASK_CORRUPTION = "fine-tuned, mask corruption (block-causal)"
 UNIFORM_CORRUPTION = "fine-tuned, uniform corruption (block-causal)"
 TRUTH_ROW = openltg_experiment.TRUTH_ROW
 LR_N = 5  # LR-5, notebook 05's WP setting
-FINE_TUNE_RUN = "07_diffusion_fine_tune"
-FINE_TUNE_VERSION = 2  # bump when the fine-tune's recipe changes what its run folder holds (2: held-out evaluations)
-FINE_TUNE_HELDOUT_KEY = "eval_diffusion_loss"  # the fine-tune's held-out LLaDA Eq. 3 loss, logged at every evaluation
-HELDOUT_MASK_SEED = 0  # the held-out masks are drawn once, the same for every evaluation, seed and profile
 
 story_prompts = openltg_experiment.story_prompts
 paired_metric_difference = openltg_table6.paired_metric_difference
@@ -225,32 +223,17 @@ def cache_speed(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSett
     attention (no block cache) and block-causal with the exact cache, same T and blocks, the two decodes taking turns
     in every trial (one warm-up first), so a drift of the machine reaches both alike. ``settings.timing_processes`` = 1
     times in this process; more repeat the same trials in that many fresh processes, one after another
-    (:func:`helpers.workers.run_jobs`, the model sent to each), so the speed-up's interval nests the trials in the
-    processes and covers run-to-run variance (:func:`speed_ratios`, :func:`speed_interval`)."""
+    (:func:`helpers.workers.in_fresh_processes`, the model sent to each), so the speed-up's interval nests the trials
+    in the processes and covers run-to-run variance (:func:`speed_ratios`,
+    :func:`helpers.metrics.trials_in_processes_interval`)."""
     from ... import workers
 
-    job = (backend, prompt, settings)
-    if settings.timing_processes == 1:
-        return [_timed_cache(*job)]
-    _remove_output_capturing_hooks(backend.model)  # the model is pickled to every worker
-    return [workers.run_jobs(_timed_cache_job, [job], 1)[0] for _ in range(settings.timing_processes)]
+    return workers.in_fresh_processes(_timed_cache, (backend, prompt, settings), settings.timing_processes,
+                                      models=(backend.model,))
 
 
-def _remove_output_capturing_hooks(model: torch.nn.Module) -> None:
-    """Take transformers' output-capturing forward hooks off ``model`` and mark it unhooked. transformers installs
-    them the first time a forward asks for hidden states (the reachability proof does); they are local functions,
-    which pickle cannot send to a worker process. Nothing else changes: the next forward that asks for hidden states
-    installs them again."""
-    for module in model.modules():
-        capturing = [key for key, hook in module._forward_hooks.items()
-                     if "output_capturing_hook" in getattr(hook, "__qualname__", "")]
-        for hooks in (module._forward_hooks, module._forward_hooks_with_kwargs, module._forward_hooks_always_called):
-            for key in capturing:
-                hooks.pop(key, None)
-        module.__dict__.pop("_output_capturing_hooks_installed", None)
-
-
-def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings) -> dict[str, list[float]]:
+def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings,
+                 progress: bool = False) -> dict[str, list[float]]:
     """One process's timing trials of :func:`cache_speed` (runs in whichever process calls it)."""
     semi = settings.llada(block_length=settings.block_length)
     cached = settings.llada(block_length=settings.block_length, attention="block-causal")
@@ -258,12 +241,7 @@ def _timed_cache(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSet
             BLOCK_CAUSAL: lambda seed: mechanism.sample(backend, prompt, settings.target_length, cached, seed=seed)}
     synchronize = torch.cuda.synchronize if backend.device.type == "cuda" else None
     return metrics.interleaved_timings(jobs, list(settings.timing_seeds), rounds=1, best=True, synchronize=synchronize,
-                                       per_input=True)
-
-
-def _timed_cache_job(job: tuple) -> dict[str, list[float]]:
-    """:func:`_timed_cache` for a fresh worker process (one picklable tuple of its arguments)."""
-    return _timed_cache(*job)
+                                       progress=progress, per_input=True)
 
 
 def speed_ratios(runs: Sequence[dict[str, list[float]]]) -> tuple[tuple[float, ...], ...]:
@@ -273,22 +251,6 @@ def speed_ratios(runs: Sequence[dict[str, list[float]]]) -> tuple[tuple[float, .
         raise ValueError("runs must be cache_speed's list of per-process timings (at least one process)")
     return tuple(tuple(slow / fast for slow, fast in zip(milliseconds[SEMI_AR], milliseconds[BLOCK_CAUSAL]))
                  for milliseconds in runs)
-
-
-def speed_interval(ratios: Sequence[Sequence[float]]) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of the speed-up, trials nested in processes
-    (:func:`helpers.metrics.trials_in_processes_interval`)."""
-    return metrics.trials_in_processes_interval(ratios, "ratios")
-
-
-def describe_speed_method(ratios: Sequence[Sequence[float]]) -> str:
-    """How the speed-up's interval was formed, for the ledger's method column."""
-    trials = {len(found) for found in ratios}
-    each = f"{min(trials)}" if len(trials) == 1 else f"{min(trials)}-{max(trials)}"
-    if len(ratios) == 1:
-        return f"t over {each} interleaved timing trials in one process"
-    return (f"t over the means of {len(ratios)} processes, {each} interleaved timing trials each nested in them "
-            "(run-to-run variance)")
 
 
 def cache_matches(backend: MaskedLM, prompt: torch.Tensor, settings: DiffusionSettings, *, seed: int = 0) -> bool:
@@ -360,227 +322,3 @@ def reachability_proof(backend: MaskedLM, prompt: torch.Tensor, targets: torch.T
     reach = attention.predicted_influence(mask, num_layers=backend.num_layers, padding_mask=torch.ones_like(ids),
                                           position=changed)
     return BlockProof(moved, reach, changed, prompt.numel(), block)
-
-
-# --------------------------------------------------------------------------- the diffusion fine-tune
-
-@dataclass(frozen=True)
-class FineTuneKey:
-    """Exactly what changes the diffusion fine-tune: its run folder (``store.reuse_run``) is keyed by it."""
-
-    profile: str  # the profile's decoder and dtype
-    parent: str  # fingerprint of notebook 02's MNTP adapter settings (the weights it continues from)
-    corpus: str
-    steps: int
-    batch_size: int
-    seq_len: int
-    lr: float
-    train_blocks: int
-    eps: float
-    lora: training.LoraSettings
-    seed: int
-    dtype: str  # the weights' dtype (models.weight_dtype_name)
-    eval_every: int = 0  # the held-out curve's cadence and size (they change the run's metrics, not its weights)
-    eval_blocks: int = 0
-    version: int = FINE_TUNE_VERSION
-
-    @classmethod
-    def of(cls, profile, settings: DiffusionSettings) -> "FineTuneKey":
-        found = training.mntp_adapter(profile)
-        parent = store.fingerprint(found[1]) if found else "none"
-        return cls(profile=profile.name, parent=parent, corpus=profile.corpus, steps=settings.fine_tune_steps,
-                   batch_size=settings.fine_tune_batch, seq_len=settings.fine_tune_seq_len, lr=settings.fine_tune_lr,
-                   train_blocks=settings.fine_tune_blocks, eps=mechanism.TIME_EPSILON,
-                   lora=training.lora_settings(profile), seed=settings.seed, dtype=models.weight_dtype_name(profile),
-                   eval_every=settings.fine_tune_eval_every, eval_blocks=settings.fine_tune_eval_blocks)
-
-
-@dataclass
-class FineTuned:
-    """The fine-tuned masked LM (merged), the run's training records (one per step, its loss), its held-out
-    evaluations (:data:`FINE_TUNE_HELDOUT_KEY` at step 0, every ``fine_tune_eval_every`` steps and the last) and
-    where they are."""
-
-    backend: MNTPDecoder
-    records: list[dict]
-    key: FineTuneKey
-    path: Path
-    evaluations: list[dict] = field(default_factory=list)
-
-    @property
-    def heldout_curve(self) -> list[tuple[int, float]]:
-        """:func:`fine_tune_heldout_curve` of this run's evaluations."""
-        return fine_tune_heldout_curve(self.evaluations)
-
-
-def fine_tune_heldout_curve(records: Sequence[dict]) -> list[tuple[int, float]]:
-    """The fine-tune's held-out curve, oriented so that training raises it: ``(step, -loss)`` of the held-out LLaDA
-    Eq. 3 loss at every evaluation (:data:`FINE_TUNE_HELDOUT_CURVE`)."""
-    return [(step, -value) for step, value in metrics.curve_points(records, FINE_TUNE_HELDOUT_KEY)]
-
-
-def heldout_diffusion_batches(backend: MaskedLM, profile, settings: DiffusionSettings, *,
-                              corruption: str = "mask") -> list[dict]:
-    """The fine-tune's held-out batches: ``fine_tune_eval_blocks`` validation blocks of ``fine_tune_seq_len`` tokens,
-    masked once by LLaDA's forward process (:func:`.mechanism.diffusion_batch`, antithetic ratios) from a fixed seed,
-    in batches of ``fine_tune_batch``; every evaluation scores the same masks."""
-    tokenizer = backend.tokenizer
-    blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                               settings.fine_tune_seq_len, max_blocks=settings.fine_tune_eval_blocks)
-    batches = []
-    for index, first in enumerate(range(0, len(blocks), settings.fine_tune_batch)):
-        rows = blocks[first:first + settings.fine_tune_batch]
-        generator = O.seeded_generator(HELDOUT_MASK_SEED, index, 0)
-        batches.append(mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
-                                                 special_ids=tokenizer.all_special_ids, generator=generator,
-                                                 corruption=corruption,
-                                                 vocab_size=mechanism.noise_vocabulary(backend)))
-    return batches
-
-
-def heldout_diffusion_loss(model, batches: Sequence[dict]) -> float:
-    """The mean LLaDA Eq. 3 loss (:func:`.mechanism.diffusion_loss`) over the held-out batches, weighted by rows."""
-    device = next(model.parameters()).device
-    total = rows = 0.0
-    for batch in batches:
-        count = len(batch["input_ids"])
-        total += float(mechanism.diffusion_loss(model, O.to_device(batch, device))["loss"]) * count
-        rows += count
-    return total / rows
-
-
-def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, progress: bool = True,
-              corruption: str = "mask") -> FineTuned:
-    """Continue notebook 02's MNTP adapter (merged into ``backend.model``) with a fresh LoRA trained on LLaDA's Eq. 3
-    (:func:`.mechanism.diffusion_batch`, :func:`.mechanism.diffusion_loss`; the shift kept) for
-    ``settings.fine_tune_steps`` steps of the shared loop (``training.train``), same LoRA and cpu learning rate as
-    notebook 02. A finished run is reloaded from its folder instead of retrained. ``corruption="uniform"`` corrupts
-    with uniformly random tokens instead of the mask token (:func:`.mechanism.diffusion_batch`), in training and in the
-    held-out loss, in a run folder of its own; everything else (seed, steps, LoRA, batches, positions) is the same."""
-    mechanism._choice(corruption, "corruption", mechanism.CORRUPTIONS)
-    key = FineTuneKey.of(profile, settings)
-    run = store.reuse_run(FINE_TUNE_RUN if corruption == "mask" else f"{FINE_TUNE_RUN}_{corruption}", key)
-    noise = dict(corruption=corruption, vocab_size=mechanism.noise_vocabulary(backend))
-    adapter = run.path / "adapter"
-    model = copy.deepcopy(backend.model)
-    if run.finished() is not None and training.adapter_exists(adapter):
-        tuned, records = training.load_adapter(model, adapter, expected=store.canonical_settings(key)), \
-            training.read_metrics(run.path)
-    else:
-        tokenizer = backend.tokenizer
-        blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
-                                   settings.fine_tune_seq_len, max_blocks=settings.fine_tune_blocks)
-        tuned = training.add_lora(model, key.lora, seed=settings.seed)
-        device = backend.device
-
-        def batch_for(step: int, micro: int) -> dict:
-            generator = O.seeded_generator(settings.seed, step, micro)
-            rows = blocks[torch.randint(len(blocks), (settings.fine_tune_batch,), generator=generator)]
-            batch = mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
-                                              special_ids=tokenizer.all_special_ids, generator=generator, **noise)
-            return O.to_device(batch, device)
-
-        heldout = heldout_diffusion_batches(backend, profile, settings, corruption=corruption)
-        config = training.TrainConfig(steps=settings.fine_tune_steps, batch_size=settings.fine_tune_batch,
-                                      lr=settings.fine_tune_lr, eval_every=settings.fine_tune_eval_every,
-                                      seed=settings.seed)
-        records = training.train(tuned, batch_for=batch_for, loss_fn=mechanism.diffusion_loss, config=config,
-                                 run_dir=run.path, settings={"key": key}, progress=progress,
-                                 evaluate=lambda model: {FINE_TUNE_HELDOUT_KEY: heldout_diffusion_loss(model, heldout)})
-        training.save_adapter(tuned, adapter, store.canonical_settings(key))
-        run.finish({"steps": settings.fine_tune_steps,
-                    "last_loss": [record for record in records if "loss" in record][-1]["loss"]})
-    merged = tuned.merge_and_unload().eval().requires_grad_(False)
-    label = "diffusion fine-tune" if corruption == "mask" else f"{corruption}-corruption diffusion fine-tune"
-    return FineTuned(MNTPDecoder(merged, backend.tokenizer, backend.mask_id, name=f"{backend.name} + {label}"),
-                     [record for record in records if "loss" in record], key, run.path,
-                     [record for record in records if FINE_TUNE_HELDOUT_KEY in record])
-
-
-# --------------------------------------------------------------------------- the bound and the accuracies
-
-def heldout_blocks(tokenizer, profile, settings: DiffusionSettings) -> torch.Tensor:
-    """``eval_blocks`` packed blocks of ``eval_block_tokens`` from the validation split (never trained on)."""
-    return data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                             settings.eval_block_tokens, max_blocks=settings.eval_blocks)
-
-
-@dataclass
-class LikelihoodStudy:
-    """Per adapter: LLaDA Eq. 6's Monte Carlo samples and each block's NLL at block size 1 (nats per token)."""
-
-    bound: dict[str, mechanism.BoundSamples]
-    causal: dict[str, torch.Tensor]
-
-    def accuracy_by_ratio(self, name: str, bins: int) -> list[dict]:
-        """Masked-token accuracy of ``name`` in ``bins`` equal bins of the mask ratio l/L, from the bound's samples."""
-        samples = self.bound[name]
-        ratio = (samples.masked / samples.tokens[:, None]).flatten()
-        which = torch.clamp((ratio * bins).ceil().long() - 1, 0, bins - 1)
-        correct, masked = samples.correct.flatten(), samples.masked.flatten()
-        return [{"low": index / bins, "high": (index + 1) / bins, "masked": float(masked[which == index].sum()),
-                 "accuracy": float(correct[which == index].sum() / masked[which == index].sum())
-                 if masked[which == index].sum() else float("nan")} for index in range(bins)]
-
-
-def likelihood_study(backends: dict[str, MaskedLM], blocks: torch.Tensor, settings: DiffusionSettings) -> LikelihoodStudy:
-    """For each adapter: the bound (LLaDA Eq. 6, ``bound_samples`` per block; the same masks for every adapter, so
-    their differences are paired) and the block-size-1 NLL."""
-    bound = {name: mechanism.diffusion_bound(backend, blocks, samples=settings.bound_samples, seed=settings.seed,
-                                             batch_size=settings.batch_size) for name, backend in backends.items()}
-    causal = {name: mechanism.causal_nll(backend, blocks, batch_size=settings.batch_size)
-              for name, backend in backends.items()}
-    return LikelihoodStudy(bound, causal)
-
-
-def high_ratio_hits(samples: mechanism.BoundSamples, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Per block: masked tokens predicted right and masked tokens, over the samples whose mask ratio is >= ``threshold``."""
-    keep = (samples.masked / samples.tokens[:, None]) >= threshold
-    return (samples.correct * keep).sum(1).numpy(), (samples.masked * keep).sum(1).numpy()
-
-
-def notebook02_eval_batches(tokenizer, profile, mask_id: int) -> list[dict]:
-    """Notebook 02's held-out MNTP batches (its recipe's validation blocks, 20 % selected, corrupted once with its
-    fixed seed): the same calls as ``helpers.papers.mntp.experiment.load_data``."""
-    recipe = training.masked_lm_recipe(profile)
-    blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                               recipe.seq_len, max_blocks=recipe.batch_size * recipe.eval_batches)
-    return O.fixed_eval_batches("mntp", blocks, batch_size=recipe.batch_size, num_batches=recipe.eval_batches,
-                                mask_id=mask_id, vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
-
-
-@torch.inference_mode()
-def row_hits(model, batches: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """Per held-out block: labelled tokens the argmax predicts and labelled tokens (one forward per batch, the head
-    at the labelled outputs only), for a bootstrap over blocks."""
-    device = next(model.parameters()).device
-    body, head = models.decoder_body(model), model.get_output_embeddings()
-    correct, counts = [], []
-    for batch in batches:
-        labels = batch["labels"]
-        hidden = attention.forward_with_mask(body, batch["input_ids"], M.bidirectional,
-                                             padding_mask=batch["padding_mask"]).last_hidden_state
-        rows, cols = (labels != O.IGNORE_INDEX).nonzero(as_tuple=True)
-        hits = (head(hidden[rows.to(device), cols.to(device)]).argmax(-1).cpu() == labels[rows, cols]).float()
-        correct += torch.zeros(len(labels)).index_add_(0, rows, hits).tolist()
-        counts += torch.zeros(len(labels)).index_add_(0, rows, torch.ones_like(hits)).tolist()
-    return np.array(correct), np.array(counts)
-
-
-def accuracy_difference(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray], *,
-                        seed: int = 0) -> tuple[float, float, float]:
-    """``100 · (accuracy(first) - accuracy(second))`` over the same blocks, with a paired bootstrap over blocks."""
-    (a_hits, a_counts), (b_hits, b_counts) = first, second
-    keep = (a_counts > 0) & (b_counts > 0)
-    records = list(zip(a_hits[keep], a_counts[keep], b_hits[keep], b_counts[keep]))
-
-    def statistic(sample):
-        columns = np.array(sample)
-        return 100 * (columns[:, 0].sum() / columns[:, 1].sum() - columns[:, 2].sum() / columns[:, 3].sum())
-
-    return metrics.bootstrap_interval(records, statistic, seed=seed)
-
-
-def mean_difference(first: torch.Tensor, second: torch.Tensor, *, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of ``first - second`` over paired blocks (nats per token) with its bootstrap interval."""
-    return metrics.paired_difference_interval(first.tolist(), second.tolist(), seed=seed)

@@ -50,6 +50,7 @@ from ... import attention
 from ... import masks as M
 from ...checks import real_number, whole_number
 from ...masked_lm import MaskedLM, SourceCache
+from ...seeds import seeded_generator
 from ..openltg import mechanism as mask_predict
 
 REMASKING = ("low_confidence", "random")
@@ -325,7 +326,7 @@ def sample(backend: MaskedLM, prompts, length: int, config: SamplerConfig = Samp
     start = ids.shape[1] - length
     predict = _Predictor(backend, ids, padding, start, config, block, [prompt.numel() for prompt in prompts])
     banned = torch.tensor(backend.banned_ids, dtype=torch.long, device=device)
-    generator = mask_predict.seeded_generator(seed, device)
+    generator = seeded_generator(seed, device=device)
     batch = len(prompts)
     tokens = torch.full((batch, length), backend.mask_id, dtype=torch.long, device=device)
     scores = torch.zeros(batch, length, device=device)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ... import metrics, training
-from ..openltg.settings import DRAW_STRIDE  # notebook 05's draws: draw d samples from seed + d x this
+from ... import metrics, seeds, training
+from ...seeds import StudySeed
 from .mechanism import SamplerConfig, mask_predict_config
 
 FINE_TUNE_HELDOUT_CURVE = "notebook 07's diffusion fine-tune: held-out diffusion loss (LLaDA Eq. 3), negated"
@@ -38,13 +38,15 @@ class DiffusionSettings:
     trace_block: int = 8
     # Batch-1 timing trials of the block cache, one per seed: in each the uncached and the cached decode run once, one
     # after the other (metrics.interleaved_timings), and the trial's speed-up is their ratio. The trials repeat in
-    # timing_processes fresh processes (helpers.workers.run_jobs), and the speed-up's interval nests the trials in the
-    # processes (metrics.trials_in_processes_interval), so it holds the run-to-run variance as well as the trials'.
+    # timing_processes fresh processes (helpers.workers.in_fresh_processes), and the speed-up's interval nests the
+    # trials in the processes (metrics.trials_in_processes_interval), so it holds the run-to-run variance as well as
+    # the trials'.
     timing_seeds: tuple[int, ...] = tuple(range(10))
     timing_processes: int = 3
-    # Sampling draws per prompt of every sampler row on the one adapter (draw d samples from seed + DRAW_STRIDE d):
-    # each draw of each prompt is scored, and the judges resample prompts, each carrying all its draws (draws nested
-    # in prompts), so more draws narrow the sampling noise of a row without training anything. Keys no run folder.
+    # Sampling draws per prompt of every sampler row on the one adapter (draw d samples from seed +
+    # seeds.DRAW_STRIDE d): each draw of each prompt is scored, and the judges resample prompts, each carrying all its
+    # draws (draws nested in prompts), so more draws narrow the sampling noise of a row without training anything.
+    # Keys no run folder.
     draws: int = 2
     fine_tune_steps: int = 16  # the diffusion fine-tune of notebook 02's adapter (LLaDA Eq. 3, 1/t weight)
     fine_tune_batch: int = 4
@@ -77,13 +79,7 @@ class DiffusionSettings:
 
     def draw_seeds(self) -> list[int]:
         """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
-        return [self.seed + DRAW_STRIDE * draw for draw in range(self.draws)]
-
-    def for_seed(self, seed: int) -> "DiffusionSettings":
-        """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
-        seed draws the samplers' and the bound's randomness and the fine-tune's LoRA, time and batch order (the
-        prompts and held-out blocks stay); notebook 02's adapter of that seed comes with the profile."""
-        return self if seed == self.seed else replace(self, seed=int(seed))
+        return seeds.draw_seeds(self.seed, self.draws)
 
     def llada(self, steps: int | None = None, **changes) -> SamplerConfig:
         """LLaDA's low-confidence sampler at these sizes (one block unless ``block_length`` is given)."""
@@ -94,6 +90,11 @@ class DiffusionSettings:
         """Notebook 05's sampler (LTD, re-masking of committed tokens, top-p; DSWA off) at T = ``steps``."""
         return mask_predict_config(steps or self.steps, self.beta, self.top_p)
 
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): seed s moves ``seed`` by s, from 0 in
+# every profile: the samplers' and the bound's randomness and the fine-tune's LoRA, time and batch order (the prompts
+# and held-out blocks stay); notebook 02's adapter of that seed comes with the profile.
+STUDY_SEED = StudySeed(("seed",))
 
 # The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): the samplers'
 # prompts and the held-out validation blocks of the bound and the block-size-1 NLL (the first eval_blocks of the

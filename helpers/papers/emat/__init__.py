@@ -6,10 +6,11 @@
 - :mod:`.experiment_data`: the phrase vocabulary, masked sentences and splits (§3), the cached features;
 - :mod:`.experiment_training`: the heads' training runs;
 - :mod:`.experiment`: the :class:`Completer`, accuracy@k by gold length with intervals, paired differences, latency;
-- :mod:`.report`: the paper's numbers, Tables 1-3, ``describe_*`` sentences, the summary table, :func:`claims`;
+- :mod:`.declarations`: the paper's numbers and the notebook's claims, declared once (``CLAIMS``);
+- :mod:`.report`: Tables 1-3, ``describe_*`` sentences, the summary table, :func:`claims` (the rows);
 - :mod:`.figures`: the notebook's figures and its completion widget.
 """
-from . import experiment, experiment_data, experiment_training, figures, mechanism, report, settings
+from . import declarations, experiment, experiment_data, experiment_training, figures, mechanism, report, settings
 from .experiment import (FEATURE_METHODS, LATENCY_LABELS, LENGTH_GROUPS, METHOD_LABELS, METHODS, PAPER_SIZED,
                          ClosedVocabularyMLM, Completer, LabelPrior, accuracy_intervals, build_completer,
                          evaluate_methods, group_rows, latency_method, latency_ratio, measure_latency, paired_difference,
@@ -34,7 +35,7 @@ CITATION = dict(
 )
 
 __all__ = [
-    "CITATION", "experiment", "experiment_data", "experiment_training", "figures", "mechanism", "report", "settings",
+    "CITATION", "declarations", "experiment", "experiment_data", "experiment_training", "figures", "mechanism", "report", "settings",
     # mechanism
     "KS", "ExtendedMatrixDecoder", "GRUDecoder", "LengthClassifier", "accuracy", "build_emat", "build_gru",
     "emat_labels", "first_distinct_completions", "is_completion", "length_class", "naive_complete", "rank_candidates",

@@ -281,9 +281,9 @@ def measure_latency(completer: Completer, sentences: Sequence[str], methods: Seq
     (:func:`helpers.metrics.interleaved_timings`, after one warm-up each), so load on the machine hits them alike;
     each sentence counts with the fastest of its ``trials`` (interference only ever adds time). ``processes`` = 1
     times in this process; more repeat the same trials in that many fresh processes, one after another
-    (:func:`helpers.workers.run_jobs`, the completer sent to each), so the ratios' intervals cover run-to-run variance
-    (:func:`latency_ratio`). ``"forward"`` is the bare masked-LM forward; ``"mlm"`` the single-token path (forward,
-    output matrix, top-k); with ``paper_sized`` (:func:`paper_sized_emat`), :data:`PAPER_SIZED` is EMAT's path
+    (:func:`helpers.workers.in_fresh_processes`, the completer sent to each), so the ratios' intervals cover run-to-run
+    variance (:func:`latency_ratio`). ``"forward"`` is the bare masked-LM forward; ``"mlm"`` the single-token path
+    (forward, output matrix, top-k); with ``paper_sized`` (:func:`paper_sized_emat`), :data:`PAPER_SIZED` is EMAT's path
     through that matrix. Returns per job the median over sentences of the process mean, under ``"samples"`` those
     per-sentence process means, and under ``"runs"`` each process's per-sentence times. The paper times a T4 GPU
     (Table 3, Inf-time).
@@ -295,11 +295,9 @@ def measure_latency(completer: Completer, sentences: Sequence[str], methods: Seq
     trials = whole_number(trials, "trials", 1, "interleaved passes over the sentences per process")
     processes = whole_number(processes, "processes", 1, "processes the timing trials repeat in")
     methods = [m for m in (methods or LATENCY_METHODS) if m in completer.methods]
-    job = (completer, list(sentences), methods, k, trials, paper_sized)
-    if processes == 1:
-        runs = [_timed_sentences(*job, progress=progress)]
-    else:
-        runs = [workers.run_jobs(_timed_sentences_job, [job], 1)[0] for _ in range(processes)]
+    arguments = (completer, list(sentences), methods, k, trials, paper_sized)
+    runs = workers.in_fresh_processes(_timed_sentences, arguments, processes, progress=progress,
+                                      models=(completer.mlm.model,))
     samples = {name: [statistics.fmean(values) for values in zip(*(run[name] for run in runs))] for name in runs[0]}
     extra = {PAPER_SIZED_ROWS: len(paper_sized.phrases)} if paper_sized is not None else {}
     return {**{name: float(statistics.median(values)) for name, values in samples.items()}, "samples": samples,
@@ -317,11 +315,6 @@ def _timed_sentences(completer: Completer, sentences: list[str], methods: list[s
     with torch.no_grad():
         return metrics.interleaved_timings(jobs, sentences, rounds=trials, best=True, synchronize=synchronize,
                                            progress=progress, per_input=True)
-
-
-def _timed_sentences_job(job: tuple) -> dict:
-    """:func:`_timed_sentences` for a fresh worker process (one picklable tuple of its arguments)."""
-    return _timed_sentences(*job)
 
 
 def latency_ratio(latency: dict, numerator: str, denominator: str, resamples: int = 1000) -> tuple[float, float, float, int]:

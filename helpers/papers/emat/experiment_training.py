@@ -17,9 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ... import models, objectives, store, training
+from ... import models, store, training
 from ...checks import whole_number
 from ...masked_lm import MaskedLM
+from ...seeds import seeded_generator
 from .experiment_data import EncodedSplit, MTCDataset, model_probe
 from .mechanism import (ExtendedMatrixDecoder, GRUDecoder, LengthClassifier, accuracy, build_emat, build_gru,
                         emat_labels, gru_targets, language_model_targets, length_class, start_id)
@@ -71,7 +72,7 @@ def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evalu
 
     def batch_for(step: int, micro: int) -> dict:
         epoch, offset = divmod(step, per_epoch)
-        order = torch.randperm(count, generator=objectives.seeded_generator(seed, epoch))
+        order = torch.randperm(count, generator=seeded_generator(seed, epoch))
         rows = order[offset * batch_size:(offset + 1) * batch_size]
         return {name: tensor[rows].to(device) for name, tensor in tensors.items()}
 

@@ -10,7 +10,7 @@ import numpy as np
 from .experiment import LATENCY_LABELS, METHOD_LABELS, METHODS, PAPER_SIZED
 from .experiment_data import LENGTH_BUCKETS
 from .mechanism import KS
-from .report import PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3
+from .declarations import PAPER_TABLE1, PAPER_TABLE2, PAPER_TABLE3
 
 _OURS = "#3182bd"
 _PAPER = "#bdbdbd"

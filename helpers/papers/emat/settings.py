@@ -6,10 +6,10 @@ the evaluation and the timing, which never change a trained head.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from ...checks import whole_number
+from ...seeds import StudySeed
 from .mechanism import KS
 
 
@@ -82,14 +82,6 @@ class MTCSettings:
         whole_number(self.latency_trials, "latency_trials", 1, "interleaved passes over the sentences per process")
         whole_number(self.latency_processes, "latency_processes", 1, "processes the timing trials repeat in")
 
-    def for_seed(self, seed: int) -> "MTCSettings":
-        """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
-        seed sets the heads' initial weights and batch order; the phrase data keep their own seed, so every seed
-        trains on and scores the same sentences."""
-        if seed == self.training.seed:
-            return self
-        return dataclasses.replace(self, training=dataclasses.replace(self.training, seed=seed))
-
 
 # The held-out curves the ledger's trained rows rest on (``helpers.papers.emat.report.CLAIMS``' ``curve=``): each
 # head's dev accuracy@1, evaluated ``*_evals_per_epoch`` times an epoch (:func:`.experiment_training.train_head`).
@@ -126,6 +118,11 @@ def curve_points(profile) -> dict[str, int]:
     return {EMAT_CURVE: emat, EMAT_NEW_ROWS_CURVE: emat,
             GRU_CURVE: _fewest_in_last_half(training.gru_epochs, training.gru_evals_per_epoch)}
 
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): seed s moves the heads' seed (initial
+# weights and batch order) by s, from 0 in every profile; the phrase data keep their own seed, so every study seed
+# trains on and scores the same sentences.
+STUDY_SEED = StudySeed(("training.seed",))
 
 # The test-example count a seed study's examples look multiplies (helpers.profiles.scale_examples): the cap on the
 # test and unseen sentences scored, which no head's run key holds.

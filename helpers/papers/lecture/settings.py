@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ... import masks as M
 from ...checks import whole_number
+from ...seeds import StudySeed
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class LectureSettings:
         whole_number(self.sr_sentences, "sr_sentences", 1)
         whole_number(self.sr_sentence_max_tokens, "sr_sentence_max_tokens", 1)
 
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): they hold no seed; notebook 01 draws
+# its example tensors from the profile's seed.
+STUDY_SEED = StudySeed()
 
 SETTINGS = {
     "smoke": LectureSettings(example_sentence_max_tokens=12, sr_repeats=(0, 1, 2), sr_sentences=1,

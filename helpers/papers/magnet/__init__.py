@@ -3,10 +3,12 @@
 - :mod:`.mechanism`: MSG (§3.2.3, Eq. 4), MNTP through the gathered loss, SSCL (§3.2.2, Eq. 3), the joint loss
   and its phases (Eq. 5, App. A), §4.1 word pooling, infilling a span under the hybrid mask (§3.1);
 - :mod:`.settings`: :class:`MagnetSettings` per profile;
-- :mod:`.experiment`: the views' data, joint training and the runs (MAGNET, LLM2Vec-style, Table 6 ablations),
-  keyed by :func:`~.experiment.run_key`; :mod:`.experiment_table1` (word probes), :mod:`.experiment_table2`
-  (STS-B), :mod:`.experiment_table4` (infilling), :mod:`.experiment_table5` (degeneration, Rep-n, Fig. 6);
-- :mod:`.report`: the paper's numbers, tables, sentences and :func:`~.report.claims`;
+- :mod:`.experiment`: joint training and the runs (MAGNET, LLM2Vec-style, Table 6 ablations), keyed by
+  :func:`~.experiment.run_key`, on the views' data of :mod:`.experiment_data`; :mod:`.experiment_table1` (word
+  probes), :mod:`.experiment_table2` (STS-B), :mod:`.experiment_table4` (infilling), :mod:`.experiment_table5`
+  (degeneration, Rep-n, Fig. 6);
+- :mod:`.declarations`: the paper's numbers and the notebook's claims, declared once (``CLAIMS``);
+- :mod:`.report`: tables, sentences and :func:`~.report.claims` (the rows);
 - :mod:`.figures`: notebook 03's figures and the infilling widget.
 
 The hybrid masks themselves are shared: :func:`helpers.masks.magnet`.

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...seeds import StudySeed
+
 POSITIVE_KINDS = ("augment", "paraphrase")
 PROBE_SOURCES = ("silver", "conll2003")
 PROBE_CLASSIFIERS = ("app_a", "logistic")
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): they hold no seed. Notebook 03's
+# runs read the profile's seed (LoRA's initialisation, the views' masks and batches, dropout; part of every run key).
+STUDY_SEED = StudySeed()
 
 # (λ1, λ2, λ3) of Eq. 5 for the Table 6 runs that are not phases of MAGNET itself.
 ABLATION_LAMBDAS = {"sscl": (0.0, 1.0, 0.0), "sscl+msg": (0.0, 9.0, 1.0)}

@@ -6,10 +6,15 @@ the MNTP adapter that notebooks 03, 05 and 06 read is keyed by it (``training.mn
 ``paper`` entry holds App. A's values: 4200 iterations of batch 32 x 512 tokens at lr 3e-5.
 """
 from ... import metrics
+from ...seeds import StudySeed
 from ...training import MASKED_LM_RECIPES as SETTINGS
 from ...training import MNTP_HELDOUT_CURVE, MaskedLMRecipe
 
-__all__ = ["SETTINGS", "MaskedLMRecipe", "curve_points"]
+__all__ = ["SETTINGS", "STUDY_SEED", "MaskedLMRecipe", "curve_points"]
+
+# How a seed study's seed reaches the recipe (helpers.profiles.settings_for): it holds no seed; notebook 02's runs
+# read the profile's seed (part of every run key and of the adapter the other notebooks load).
+STUDY_SEED = StudySeed()
 
 
 def curve_points(profile) -> dict[str, int]:

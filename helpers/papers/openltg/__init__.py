@@ -1,7 +1,8 @@
 """OpenLTG (seed 002): open-ended long text generation with a masked LM, notebook 05.
 
 - :mod:`.mechanism`: mask-predict (§3.1) with LTD (§4.2, Eq. 8), DSWA (§4.1, Eq. 6-7) and SMART's update rule
-  (§4.3), recurrent segments (App. B), the nucleus sampler and the AR baseline it shares;
+  (§4.3), recurrent segments (App. B), the nucleus sampler and the AR baseline it shares
+  (:mod:`.mechanism_autoregressive`);
 - :mod:`.settings`: the sizes per profile (§5.1's values at the ``paper`` profile);
 - :mod:`.experiment`: prompts, Table 6's generations (run folder keyed by :class:`GenerationsKey`), Fig. 2 and 4's
   measurements, Fig. 5's timings; :mod:`.experiment_table6` scores Table 6, :mod:`.experiment_table7` Table 7;
@@ -11,7 +12,7 @@
 from . import experiment, experiment_table6, experiment_table7, figures, mechanism, report, settings
 from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, GenerationsKey, PromptExample,
                          ablation_configs, decoding_speed, device_label, entropy, function_word_share, is_function_word,
-                         load_causal_lm, ltd_entropies, save_generations, speed_ratio_interval, speed_ratio_runs,
+                         load_causal_lm, ltd_entropies, save_generations, speed_ratio_runs,
                          speed_ratio_samples, speed_ratios, story_prompts, table6_draws, table6_generations)
 from .experiment_table6 import (Table6Scores, bleu1_statistics, continuation_nll, continuation_nlls, corpus_bleu1,
                                 evaluate_draws, evaluate_generations, generation_records, paired_metric_difference, pool_draws,
@@ -44,7 +45,7 @@ __all__ = ["ABLATIONS", "AR_ROW", "CITATION", "LAST_LAYER_ROW", "PAPER_BETTER", 
            "bleu1_statistics", "claims", "continuation_lengths", "continuation_nll", "continuation_nlls", "corpus_bleu1",
            "decoding_speed", "decoding_view", "describe_ablation", "describe_lengths", "describe_ltd",
            "describe_self_scoring", "describe_speed", "describe_trace", "device_label", "entropy", "evaluate_draws",
-           "evaluate_generations", "generation_records", "pool_draws", "speed_ratio_interval", "speed_ratio_runs",
+           "evaluate_generations", "generation_records", "pool_draws", "speed_ratio_runs",
            "table6_draws",
            "experiment", "experiment_table6", "experiment_table7", "figures", "function_word_share",
            "generation_mask", "generation_masks_figure", "is_function_word", "joined_tokens", "left_padded",

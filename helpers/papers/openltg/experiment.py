@@ -239,8 +239,8 @@ def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, length
     One trial per sampling seed in ``seeds``: within it every setting runs ``repeats`` times (after one warm-up) and
     the fastest repeat counts, the settings taking turns (:func:`helpers.metrics.interleaved_timings`), so drift hits
     them alike and the ratios compare like with like. ``processes`` = 1 times in this process; more repeat the same
-    trials in that many fresh processes, one after another (:func:`helpers.workers.run_jobs`, the models sent to
-    each), so the ratios' intervals can cover run-to-run variance (:func:`speed_ratio_runs`). ``extra`` adds named
+    trials in that many fresh processes, one after another (:func:`helpers.workers.in_fresh_processes`, the models
+    sent to each), so the ratios' intervals can cover run-to-run variance (:func:`speed_ratio_runs`). ``extra`` adds named
     mask-predict variants at T = ``config.iterations`` (e.g. the prompt recomputed every iteration). One row per
     setting, process and seed.
     """
@@ -260,11 +260,9 @@ def decoding_speed(backend: MaskedLM, causal_model, prompt: torch.Tensor, length
     settings = [(length, 0, "AR") for length in lengths]
     settings += [(length, steps, "mask-predict") for length in lengths for steps in iterations]
     settings += [(length, config.iterations, name) for length in lengths for name in variants if name != "mask-predict"]
-    job = (backend, causal_model, prompt, settings, config, variants, seeds, repeats)
-    if processes == 1:
-        runs = [_timed_decodes(*job, progress=True)]
-    else:
-        runs = [workers.run_jobs(_timed_decodes_job, [job], 1)[0] for _ in range(processes)]
+    arguments = (backend, causal_model, prompt, settings, config, variants, seeds, repeats)
+    runs = workers.in_fresh_processes(_timed_decodes, arguments, processes, progress=True,
+                                      models=(backend.model, causal_model))
     rows = []
     for process, milliseconds in enumerate(runs):
         for (length, steps, variant), per_seed in milliseconds.items():
@@ -289,11 +287,6 @@ def _timed_decodes(backend: MaskedLM, causal_model, prompt: torch.Tensor, settin
     synchronize = torch.cuda.synchronize if backend.device.type == "cuda" else None
     return metrics.interleaved_timings({setting: job(*setting) for setting in settings}, list(seeds), rounds=repeats,
                                        best=True, synchronize=synchronize, progress=progress, per_input=True)
-
-
-def _timed_decodes_job(job: tuple) -> dict:
-    """:func:`_timed_decodes` for a fresh worker process (one picklable tuple of its arguments)."""
-    return _timed_decodes(*job)
 
 
 def speed_ratios(rows: list[dict], method: str = "mask-predict"):
@@ -321,7 +314,7 @@ def speed_ratio_runs(rows: list[dict], iterations: int, length: int,
                      method: str = "mask-predict") -> tuple[tuple[float, ...], ...]:
     """Per process (rows without one are process 0), the tuple of its trials' ratios, each ``method``'s tokens/s at
     (T, length) over AR's at the same length in the same trial (seed): the samples behind an interval with the
-    trials nested in the processes (:func:`speed_ratio_interval`)."""
+    trials nested in the processes (:func:`helpers.metrics.trials_in_processes_interval`)."""
     by = {(row["method"], row["iterations"], row["length"], row.get("process", 0), row.get("seed", 0)):
           row["tokens_per_s"] for row in rows}
     trials = sorted({key[3:] for key in by if key[0] == "AR" and key[2] == length})
@@ -334,9 +327,3 @@ def speed_ratio_runs(rows: list[dict], iterations: int, length: int,
     processes = sorted({process for process, _ in trials})
     return tuple(tuple(by[(method, iterations, length, process, seed)] / by[("AR", 0, length, process, seed)]
                        for trial_process, seed in trials if trial_process == process) for process in processes)
-
-
-def speed_ratio_interval(runs: Sequence[Sequence[float]]) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of a speed ratio timed in several processes, trials nested in processes
-    (:func:`helpers.metrics.trials_in_processes_interval`)."""
-    return metrics.trials_in_processes_interval(runs, "runs")

@@ -1,5 +1,5 @@
 """Notebook 05's report (OpenLTG, seed 002): the paper's numbers (once), our tables next to them, the sentences
-the notebook prints and its claims (:func:`claims`, the rows of :mod:`helpers.claims`)."""
+the notebook prints and its claims (:func:`claims`, the rows of :mod:`helpers.ledger`)."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -10,8 +10,7 @@ import numpy as np
 from ... import ledger
 from ... import metrics, training
 from ...masked_lm import MNTP
-from .experiment import (ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_interval,
-                         speed_ratio_runs)
+from .experiment import ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_runs
 from .experiment_table6 import Table6Scores, paired_metric_difference
 from .experiment_table7 import LengthScores
 from .mechanism import Decoded
@@ -169,7 +168,7 @@ MECHANISM_TESTS = "tests/papers/openltg/test_openltg_mechanism.py"
 EXPERIMENT_TESTS = "tests/papers/openltg/test_openltg_experiment.py"
 TABLE6_TESTS = "tests/papers/openltg/test_openltg_experiment_table6.py"
 TABLE7_TESTS = "tests/papers/openltg/test_openltg_experiment_table7.py"
-# The tests that validate each mechanism a row rests on (pytest node ids, :attr:`helpers.claims.Declared.check`).
+# The tests that validate each mechanism a row rests on (pytest node ids, :attr:`helpers.ledger.Declared.check`).
 FUNCTION_WORD_CHECK = (f"{EXPERIMENT_TESTS}::test_function_word_share_is_the_function_word_mass_of_the_top_50_candidates "
                        f"{EXPERIMENT_TESTS}::test_function_word_share_counts_stop_words_and_punctuation "
                        f"{MECHANISM_TESTS}::test_probe_records_the_raw_logits_at_every_iteration")
@@ -317,7 +316,7 @@ CLAIMS = declarations()  # the ledger's (cpu) profile: WP's row, LR-5, Austen pr
 def claims(*, function_shares: Sequence[float], entropies: list[dict], table6: Table6Scores, speed_rows: list[dict],
            lengths: LengthScores, settings: OpenLTGSettings, speed_device: str,
            mntp_curve: Sequence[tuple[int, float]] | None) -> list[ledger.Claim]:
-    """Notebook 05's ledger rows (:mod:`helpers.claims`; every verdict from its one rule), each built from its
+    """Notebook 05's ledger rows (:mod:`helpers.ledger`; every verdict from its one rule), each built from its
     declaration (:func:`declarations` for these settings; :data:`CLAIMS` on the ledger's profile): Fig. 2's
     function-word share (matches §3.3's band), Fig. 4's LTD (a definition check), Table 6's repetition directions
     and SMART, Table 6's other columns for LTD and DSWA (paired bootstraps over prompts, sampling draws nested in them),
@@ -394,15 +393,13 @@ def _table6_metric_claims(table: dict, table6: Table6Scores, plateau=None) -> li
 
 def _speed_claim(table: dict, speed_rows: list[dict], settings: OpenLTGSettings, speed_device: str) -> ledger.Claim:
     """Fig. 5's speed-up at the longest N and largest T: per trial, mask-predict's tokens/s over AR's in the same trial,
-    the trials nested in the processes (:func:`.experiment.speed_ratio_interval`)."""
+    the trials nested in the processes (:func:`helpers.metrics.trials_in_processes_interval`)."""
     top, longest = max(settings.speed_iterations), max(settings.speed_lengths)
     runs = speed_ratio_runs(speed_rows, top, longest)
-    ratio, low, high = speed_ratio_interval(runs)
-    trials = sorted({len(trials) for trials in runs})
+    ratio, low, high = metrics.trials_in_processes_interval(runs)
     return table["openltg.fig5.speedup"].measured(
-        ratio, low, high, f"trials nested in processes: {'/'.join(map(str, trials))} interleaved timing trials × "
-                          f"{len(runs)} processes (t over process means, within-process trials added)",
-        sum(len(trials) for trials in runs), ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}")
+        ratio, low, high, metrics.trials_in_processes_method(runs), sum(len(trials) for trials in runs),
+        ours=f"{ratio:.2f}× at N = {longest}, T = {top} on {speed_device}")
 
 
 def _length_claim(table: dict, lengths: LengthScores, plateau=None) -> ledger.Claim:

@@ -6,10 +6,16 @@ from dataclasses import dataclass, replace
 
 from ... import masks as M
 from ...masked_lm import MNTP
+from ... import seeds
+from ...seeds import StudySeed
 from .mechanism import DecodeConfig
 
 
-DRAW_STRIDE = 1_000_003  # draw d samples from seed + d x this: its batches' seeds never meet another draw's
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): it moves none of them. Notebook 05
+# trains nothing; a study seed reaches it through notebook 02's adapter of that seed (the profile's), and its
+# sampling and timing seeds (``seed``, the draws', the trials') are the same under every study seed.
+STUDY_SEED = StudySeed()
+
 # The test-example counts a seed study's examples look multiplies (helpers.profiles.scale_examples): Table 6's
 # prompts and Table 7's length-test prompts. Neither keys a run (notebook 05 trains nothing of its own).
 EXAMPLE_SIZES = ("num_prompts", "length_test_prompts")
@@ -50,9 +56,9 @@ class OpenLTGSettings:
     length_train_prompts: int = 256  # Table 7: fit the length predictor
     length_test_prompts: int = 64
     seed: int = 0
-    # Sampling draws per prompt on the one adapter (draw d samples from seed + DRAW_STRIDE d): Table 6 scores every
-    # draw of every prompt, the draws nested in the prompts (experiment_table6.pool_draws), so more draws narrow a row
-    # whose sampling noise dominates without training anything. Neither draws nor num_prompts keys a run folder.
+    # Sampling draws per prompt on the one adapter (draw d samples from seed + seeds.DRAW_STRIDE d): Table 6 scores
+    # every draw of every prompt, the draws nested in the prompts (experiment_table6.pool_draws), so more draws narrow
+    # a row whose sampling noise dominates without training anything. Neither draws nor num_prompts keys a run folder.
     draws: int = 1
 
     def __post_init__(self):
@@ -70,7 +76,7 @@ class OpenLTGSettings:
 
     def draw_seeds(self) -> list[int]:
         """The sampling seed of each draw; draw 0 is ``seed`` itself, so one draw samples as before."""
-        return [self.seed + DRAW_STRIDE * draw for draw in range(self.draws)]
+        return seeds.draw_seeds(self.seed, self.draws)
 
     def decode_config(self, **changes) -> DecodeConfig:
         """The paper's inference settings (LTD, DSWA, SMART) with these sizes."""

@@ -9,11 +9,12 @@ block-share measurement of notebook 01).
 - :mod:`.experiment`: the taggers' runs (Fig. 2, Table 1, Fig. 5);
 - :mod:`.experiment_probe`: the frozen-feature probe (Fig. 5 without fine-tuning);
 - :mod:`.experiment_table2`: the speed table (Table 2);
-- :mod:`.report`: the paper's numbers, our tables and sentences, and the notebook's claims;
+- :mod:`.declarations`: the paper's numbers and the notebook's claims, declared once (``CLAIMS``);
+- :mod:`.report`: our tables and sentences, and the claims rows (:func:`claims`);
 - :mod:`.figures`: the figures and the tagging widget.
 """
-from . import (experiment, experiment_data, experiment_fig1, experiment_probe, experiment_table2, figures, mechanism,
-               report, settings)
+from . import (declarations, experiment, experiment_data, experiment_fig1, experiment_probe, experiment_table2, figures,
+               mechanism, report, settings)
 from .experiment import load_taggers, run_experiments, tagger_run, train_tagger
 from .experiment_data import TaggingData, conll2003_sentences, label_vocabulary, load_tagging_data
 from .experiment_fig1 import measure_block_share_views, per_layer_shares, unmasked_similarity
@@ -33,7 +34,7 @@ CITATION = dict(
 
 __all__ = ["CITATION", "SETTINGS", "SHARE_VIEWS", "RepeatedBatch", "RepetitionSettings", "Strategy", "TaggerTraining",
            "TaggingData", "TokenTagger", "block_mass_shares", "block_share_views_table", "check_exit_layer", "claims",
-           "conll2003_sentences", "describe_block_share_views", "early_exit", "exit_layers", "experiment",
+           "conll2003_sentences", "declarations", "describe_block_share_views", "early_exit", "exit_layers", "experiment",
            "experiment_data", "experiment_fig1", "experiment_probe", "experiment_table2", "figures",
            "gather_last_copy", "label_vocabulary", "load_taggers", "load_tagging_data", "measure_block_share_views",
            "mechanism", "per_layer_shares", "repeat_batch", "repeat_ids", "report", "run_experiments", "settings",

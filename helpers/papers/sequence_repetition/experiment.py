@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from ... import attention, metrics, models, store, training
 from ...device import resolve_four_bit
+from ...seeds import EPOCH_ORDER_MULTIPLIER, seeded_generator
 from .experiment_data import EncodedSentence, TaggingData, collate, encode_words
 from .mechanism import PAPER_DEPTH, Strategy, TokenTagger, scaled_exit_layer, truncate_layers
 from .settings import RepetitionSettings, TaggerTraining
@@ -98,7 +99,7 @@ def _load_trainable_state(model, state: dict) -> None:
 
 @functools.lru_cache(maxsize=4)
 def _epoch_order(seed: int, epoch: int, size: int) -> torch.Tensor:
-    return torch.randperm(size, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+    return torch.randperm(size, generator=seeded_generator(seed, epoch, multiplier=EPOCH_ORDER_MULTIPLIER))
 
 
 # --------------------------------------------------------------------------- one tagger's run

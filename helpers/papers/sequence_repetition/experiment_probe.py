@@ -1,7 +1,8 @@
 """Fig. 5's layer curve without fine-tuning: a frozen-feature probe on the untrained decoder (notebook 04, §4b).
 
 One no-grad pass per r reads every layer's last-copy state of each word's first sub-token; a logistic regression
-per layer, trained on the training split, tags the test split.
+per layer, trained on the training split, tags the test split. Its layer and repetition differences come with
+paired bootstrap intervals over the test sentences (:func:`probe_middle_gain`, :func:`probe_layer_difference`).
 """
 from __future__ import annotations
 
@@ -68,3 +69,28 @@ def probe_layers(body, tagging: TaggingData, repeats: Sequence[int], settings: R
             per_layer.append(metrics.entity_counts(gold, predicted))
         results[int(r)] = per_layer
     return results
+
+
+def probe_middle_gain(probe: dict[int, list], num_layers: int, low_r: int = 0, high_r: int = 1,
+                      resamples: int = 1000) -> tuple[float, float, float]:
+    """Mean over App. A.3.1's middle layers of probe F1 at ``high_r`` minus ``low_r`` (x100), paired bootstrap
+    over test sentences."""
+    lower, upper = M.middle_unmasked_layers(num_layers)
+    layers = range(lower + 1, upper + 2)  # hidden_states index = layer index + 1
+    pairs = list(zip(*[probe[high_r][layer] for layer in layers], *[probe[low_r][layer] for layer in layers]))
+    count = len(layers)
+
+    def gain(sample):
+        return 100 * float(np.mean([metrics.f1_from_counts([row[i] for row in sample])
+                                    - metrics.f1_from_counts([row[count + i] for row in sample]) for i in range(count)]))
+
+    return metrics.bootstrap_interval(pairs, gain, resamples=resamples)
+
+
+def probe_layer_difference(probe: dict[int, list], r: int, layer: int, reference_layer: int,
+                           resamples: int = 1000) -> tuple[float, float, float]:
+    """Probe F1 (x100) at ``layer`` minus ``reference_layer`` for one r, paired bootstrap over test sentences."""
+    pairs = list(zip(probe[r][layer], probe[r][reference_layer]))
+    return metrics.bootstrap_interval(
+        pairs, lambda sample: 100 * (metrics.f1_from_counts([a for a, _ in sample])
+                                     - metrics.f1_from_counts([b for _, b in sample])), resamples=resamples)

@@ -16,7 +16,7 @@ from .mechanism import Strategy, check_exit_layer, check_fits, early_exit, sr_fe
 
 @torch.inference_mode()
 def _timed_passes(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, configs: list, batch_size: int,
-                  trials: int, policy: str, progress: bool) -> dict:
+                  trials: int, policy: str, progress: bool = False) -> dict:
     """Milliseconds of each ``(exit layer, r)`` pass over the sentences, one per trial, the configurations taking
     turns within every trial (:func:`helpers.metrics.interleaved_timings`). Runs in whichever process calls it."""
     device = next(body.parameters()).device
@@ -35,11 +35,6 @@ def _timed_passes(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, con
                                        rounds=1, synchronize=synchronize, progress=progress, per_input=True)
 
 
-def _timed_passes_job(job: tuple) -> dict:
-    """:func:`_timed_passes` for a fresh worker process (one picklable tuple of its arguments)."""
-    return _timed_passes(*job)
-
-
 def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, *, repeats: Sequence[int],
                      exits: Sequence[int | None], batch_size: int, trials: int = 10, processes: int = 1,
                      policy: str = "packed", progress: bool = True):
@@ -47,12 +42,12 @@ def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, 
 
     Within a process the configurations take turns trial by trial (``trials`` interleaved passes over the sentences
     each), so drift hits them alike. ``processes`` = 1 times in this process; more run the same trials in that many
-    fresh processes, one after another (:func:`helpers.workers.run_jobs`, the body sent to each), so the rows see
-    run-to-run variance (allocation, thread placement, the machine's state). Returns ``(speedups, seconds,
+    fresh processes, one after another (:func:`helpers.workers.in_fresh_processes`, the body sent to each), so the rows
+    see run-to-run variance (allocation, thread placement, the machine's state). Returns ``(speedups, seconds,
     per_process)``: the first two with rows exit layer (the model's depth for all layers) and columns r, each time
     the median of every pass of every process; ``per_process[(exit layer, r)]`` one tuple per process of the
     speedup within each trial (the base pass of the same trial over this configuration's), for intervals with the
-    trials nested in the processes (:func:`speedup_interval`).
+    trials nested in the processes (:func:`helpers.metrics.trials_in_processes_interval`).
     """
     import pandas as pd
 
@@ -68,11 +63,8 @@ def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, 
     configs = [(layer, r) for layer in exits for r in repeats]
     if (None, 0) not in configs:
         configs.append((None, 0))
-    job = (body, input_ids, padding_mask, configs, batch_size, trials, policy, progress)
-    if processes == 1:
-        runs = [_timed_passes(*job)]
-    else:
-        runs = [workers.run_jobs(_timed_passes_job, [job[:-1] + (False,)], 1)[0] for _ in range(processes)]
+    arguments = (body, input_ids, padding_mask, configs, batch_size, trials, policy)
+    runs = workers.in_fresh_processes(_timed_passes, arguments, processes, progress=progress, models=(body,))
     seconds = {config: statistics.median(ms for run in runs for ms in run[config]) / 1000 for config in configs}
     index = [layer if layer is not None else depth for layer in exits]
     base = seconds[(None, 0)]
@@ -84,12 +76,6 @@ def measure_speedups(body, input_ids: torch.Tensor, padding_mask: torch.Tensor, 
                    tuple(tuple(base_ms / ms for base_ms, ms in zip(run[(None, 0)], run[(layer, r)])) for run in runs)
                    for layer, r in configs}
     return speedups, raw, per_process
-
-
-def speedup_interval(per_process: Sequence[Sequence[float]]) -> tuple[float, float, float]:
-    """``(mean, low, high)`` of a speedup timed in several processes, trials nested in processes
-    (:func:`helpers.metrics.trials_in_processes_interval`)."""
-    return metrics.trials_in_processes_interval(per_process, "per_process")
 
 
 def speed_inputs(sentences: Sequence[EncodedSentence], count: int, pad_id: int):

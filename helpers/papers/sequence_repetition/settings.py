@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from ... import masks as M
 from ...checks import whole_number
+from ...seeds import StudySeed
 from .mechanism import PAD_POLICIES, PAPER_DEPTH, PAPER_EXIT_LAYERS
 
 PAPER_SEEDS = (5, 29, 42, 81, 123)  # App. A.4
-STUDY_SEED_STRIDE = 1000  # a seed study's seed s adds 1000 s to every training seed (RepetitionSettings.for_seed)
+STUDY_SEED_STRIDE = 1000  # a seed study's seed s adds 1000 s to every training seed (STUDY_SEED)
 TASKS = ("ner", "chunks")
 DATASETS = ("silver", "conll2003")
 LR_SCHEDULES = ("linear", "constant")
@@ -117,20 +118,16 @@ class RepetitionSettings:
         for r in self.probe_repeats:
             M.check_repeats(r)
 
-    def for_seed(self, seed: int) -> "RepetitionSettings":
-        """These settings under the profile's seed (:func:`helpers.profiles.settings_for` calls this): a seed study's
-        seed ``s`` shifts every training seed by ``STUDY_SEED_STRIDE * s`` (initial LoRA and head, data order,
-        dropout), so no two study seeds share a training seed; seed 0 leaves them as they are. The data stay."""
-        shift = STUDY_SEED_STRIDE * seed
-        if shift == 0:
-            return self
-        return dataclasses.replace(self, seeds=tuple(s + shift for s in self.seeds),
-                                   exit_seeds=tuple(s + shift for s in self.exit_seeds))
-
     def with_training(self, **changes) -> "RepetitionSettings":
         """These settings with some :class:`TaggerTraining` fields changed (e.g. ``steps=3``)."""
         return dataclasses.replace(self, training=dataclasses.replace(self.training, **changes))
 
+
+# How a seed study's seed reaches these settings (helpers.profiles.settings_for): seed s shifts every training seed
+# (initial LoRA and head, data order, dropout) by STUDY_SEED_STRIDE s, so no two study seeds share a training seed;
+# seed 0 leaves them as they are. The tagging data read the profile's seed (training and validation sentences; the
+# test sentences are every seed's).
+STUDY_SEED = StudySeed(("seeds", "exit_seeds"), stride=STUDY_SEED_STRIDE)
 
 # The test-example count a seed study's examples look multiplies (helpers.profiles.scale_examples): the test split,
 # drawn with its own seed and held by no run key (a larger one scores the same taggers).
@@ -148,7 +145,7 @@ _SMOKE = RepetitionSettings(
 # cpu: about 10 min on an idle 2-core machine in bf16 (9.7 to 10.2 measured), 60 test sentences and a probe trained on
 # 120. Silver noun chunks only (silver NER has too few test entities to separate the strategies); r in {0, 1, 2} (r=2
 # against r=1 is §4.2's "more repetitions help"), middle and full unmasking, and r = 1 at exit@18 (17 of 30 layers), one
-# training seed per run (`make study` runs the notebook under three study seeds, :meth:`RepetitionSettings.for_seed`,
+# training seed per run (`make study` runs the notebook under three study seeds, :data:`STUDY_SEED`,
 # and each trained row becomes the seed mean with a t interval over them), 100 steps of 8 sentences of 5-12 words at lr
 # 1e-3 (5x the paper's, for so few steps) decayed linearly; validation F1 every 5 steps picks each run's weights (the
 # test split never picks) and gives the budget check (`curve_points`) ten evaluations in the last half of training

@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaForCausalLM
 
 from helpers import masks as M
-from helpers import metrics, models, objectives, profiles, store, training
+from helpers import models, objectives, profiles, store, training
 from helpers.masked_lm import MNTPDecoder
 from helpers.paths import cache_dir
 from helpers.papers.diffusion import experiment, mechanism, settings
@@ -111,17 +111,6 @@ def test_paired_statistics_are_zero_on_identical_inputs_and_signed_otherwise():
         ((3.0, 2.0), (2.0, 4.0))
     with pytest.raises(ValueError, match="runs"):
         experiment.speed_ratios({experiment.SEMI_AR: [30.0], experiment.BLOCK_CAUSAL: [10.0]})
-
-
-def test_the_speed_interval_nests_the_trials_in_the_processes():
-    """Two processes whose trials agree within each but not between them (run-to-run variance): the interval over
-    their means is wider than a t interval that took the six trials as one sample, and it covers both means."""
-    runs = ((2.0, 2.05, 1.95), (3.0, 3.05, 2.95))
-    value, low, high = experiment.speed_interval(runs)
-    pooled = metrics.mean_ci95([ratio for trials in runs for ratio in trials])[1]
-    assert value == pytest.approx(2.5) and high - low > 2 * pooled and low < 2.0 and high > 3.0
-    assert "2 processes" in experiment.describe_speed_method(runs)
-    assert "one process" in experiment.describe_speed_method(runs[:1])
 
 
 def test_the_block_cache_is_timed_in_fresh_processes(tiny_smollm2):

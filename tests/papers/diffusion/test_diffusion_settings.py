@@ -41,7 +41,7 @@ def test_a_study_seed_draws_the_fine_tune_and_the_samplers_and_keeps_the_prompts
     seeded = profiles.settings_for("diffusion")
     plain = settings.SETTINGS["cpu"]
     assert seeded.seed == 2 and seeded == replace(plain, seed=2)  # nothing else moves: same prompts, same blocks
-    assert seeded.for_seed(0) == plain and plain.for_seed(0) is plain
+    assert settings.STUDY_SEED.apply(plain, 0) is plain
 
 
 def test_the_curve_counts_follow_the_evaluation_cadence():

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import replace
 
 import pytest
@@ -90,18 +89,6 @@ def test_speed_ratios_divide_by_ar_at_the_same_length():
     assert experiment.speed_ratios(processes).loc["T=8", 128] == 6.0  # median over all four trials
     with pytest.raises(ValueError, match="length=32"):
         experiment.speed_ratio_runs(processes, 8, 32)
-
-
-def test_speed_ratio_interval_nests_trials_in_processes():
-    from helpers import metrics
-
-    value, low, high = experiment.speed_ratio_interval(((2.0, 2.2, 2.1), (3.0, 3.2, 3.1)))
-    assert value == pytest.approx(2.6)
-    process_half, trial_half = metrics.mean_ci95([2.1, 3.1])[1], metrics.mean_ci95([2.0, 2.2, 2.1])[1]
-    assert high - value == pytest.approx(math.hypot(process_half, trial_half))
-    assert experiment.speed_ratio_interval(((2.0, 2.2, 2.1),)) == pytest.approx(metrics.seed_interval([2.0, 2.2, 2.1]))
-    with pytest.raises(ValueError, match="runs"):
-        experiment.speed_ratio_interval(((2.0,),))
 
 
 def test_generations_land_in_a_folder_keyed_by_what_changes_them(tmp_path, monkeypatch):

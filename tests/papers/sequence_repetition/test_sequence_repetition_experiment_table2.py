@@ -42,23 +42,6 @@ def test_speedups_repeat_their_trials_in_fresh_processes(tiny):
     assert len(per_process[(depth, 1)]) == 2 and all(len(trials) == 2 for trials in per_process[(depth, 1)])
 
 
-def test_speedup_interval_nests_trials_in_processes():
-    from helpers import metrics
-
-    runs = ((1.0, 1.2, 1.1), (1.4, 1.6, 1.5))
-    value, low, high = T2.speedup_interval(runs)
-    process_half = metrics.mean_ci95([1.1, 1.5])[1]
-    trial_half = metrics.mean_ci95([1.0, 1.2, 1.1])[1]  # both processes have the same spread
-    assert value == pytest.approx(1.3)
-    assert high - value == pytest.approx((process_half ** 2 + trial_half ** 2) ** 0.5)
-    # the process means' spread alone (run-to-run variance) is wider than either process's own trials
-    assert low < min(metrics.seed_interval(trials)[1] for trials in runs)
-    one = T2.speedup_interval(((1.0, 1.2, 1.1),))
-    assert one == pytest.approx(metrics.seed_interval([1.0, 1.2, 1.1]))  # one process: its trials' t interval
-    with pytest.raises(ValueError, match="per_process"):
-        T2.speedup_interval(((1.0,), (1.1, 1.2)))
-
-
 def _trials(depth, faster, matched, full_r1=(0.5, 0.52, 0.48)):
     """Per configuration two processes of trials: the given ones and the same shifted by 0.01."""
     both = lambda trials: (tuple(trials), tuple(value + 0.01 for value in trials))  # noqa: E731
