@@ -1,0 +1,141 @@
+"""Training curves: the ``(step, value)`` points of a held-out curve, its trend (:func:`plateau`) and whether training
+has *stopped improving* (:func:`stopped_improving`, an equivalence test; the budget check of every trained row)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+def plateau(records: Sequence[dict], key: str, fraction: float = 0.25) -> tuple[float, float, float, int]:
+    """``(slope, low, high, steps)``: the least-squares slope of ``key`` against the step over the last ``fraction``
+    of training (at least the last two evaluations), its 95% Student-t interval, and the last step. With only two
+    evaluations in that stretch the slope is exact and its interval the slope itself. This describes a curve's trend
+    (Fig. 6's rise over a run); whether training has *stopped improving* is :func:`stopped_improving`'s equivalence
+    test, never a slope whose interval merely holds 0."""
+    import numpy as np
+    from scipy import stats
+
+    points = curve_points(records, key)
+    if len(points) < 2:
+        raise ValueError(f"records hold {len(points)} values of {key!r}; a slope needs at least two evaluations")
+    first, last = points[0][0], points[-1][0]
+    window = [point for point in points if point[0] >= last - fraction * (last - first)]
+    window = window if len(window) >= 2 else points[-2:]
+    if len(window) == 2:
+        (step_a, value_a), (step_b, value_b) = window
+        slope = (value_b - value_a) / (step_b - step_a)
+        return slope, slope, slope, last
+    steps = np.array([step for step, _ in window], dtype=float)
+    values = np.array([value for _, value in window])
+    slope, intercept = np.polyfit(steps, values, 1)
+    residuals = values - (slope * steps + intercept)
+    error = math.sqrt(float((residuals ** 2).sum()) / (len(window) - 2) / float(((steps - steps.mean()) ** 2).sum()))
+    half = float(stats.t.ppf(0.975, len(window) - 2)) * error
+    return float(slope), float(slope - half), float(slope + half), last
+
+
+def curve_points(records: Sequence[dict], key: str) -> list[tuple[int, float]]:
+    """The ``(step, value)`` pairs of ``key`` in training records (a run's ``metrics.jsonl``), sorted by step."""
+    return sorted((int(record["step"]), float(record[key])) for record in records
+                  if key in record and record.get(key) is not None)
+
+
+# "Stopped improving" as an equivalence statement (the budget check of a trained row):
+STOP_TOLERANCE = 0.1  # as many steps again may add at most this share of what training has added so far
+STOP_WINDOW = 0.5  # the slope is fitted over this last share of training
+STOP_MIN_POINTS = 6  # evaluations the window needs (4 degrees of freedom at least) before it can show a stop
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """:func:`stopped_improving`'s verdict on one held-out curve (oriented so that training raises it).
+
+    ``upper`` is the one-sided 95% upper bound of the slope over the window; ``added`` = ``upper`` x ``steps`` is the
+    most that training as many steps again would add at that bound; ``gain`` is what training has added so far (the
+    fitted end of the window minus the curve's first evaluation) and ``tolerance`` = :data:`STOP_TOLERANCE` x gain."""
+
+    slope: float
+    upper: float
+    steps: int
+    gain: float
+    tolerance: float
+    points: int
+    stopped: bool
+    reason: str
+
+
+def stopped_improving(points: Sequence[Sequence[float]], *, tolerance: float = STOP_TOLERANCE,
+                      window: float = STOP_WINDOW, min_points: int = STOP_MIN_POINTS) -> Stopping:
+    """Whether a held-out curve has been *shown* to stop improving: an equivalence test, not a significance test.
+
+    ``points`` are ``(step, value)`` evaluations of a curve that training raises (held-out accuracy, validation F1;
+    negate a loss). The slope is fitted by least squares over the last ``window`` of training; the curve has stopped
+    when, at the one-sided 95% upper bound of that slope, training as many steps again (``steps`` = the last step)
+    would add at most ``tolerance`` x what training has added so far. With fewer than ``min_points`` evaluations in
+    the window, or a curve that has not risen at all, nothing is shown: ``stopped`` is False and ``reason`` says why.
+    A slope whose interval merely holds 0 on a few noisy points proves nothing, so it is never read as a stop."""
+    import numpy as np
+    from scipy import stats
+
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
+        raise ValueError(f"tolerance={tolerance!r} must be a share of the gain so far, in (0, 1)")
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 < window <= 1:
+        raise ValueError(f"window={window!r} must be the last share of training to fit, in (0, 1]")
+    if isinstance(min_points, bool) or not isinstance(min_points, int) or min_points < 3:
+        raise ValueError(f"min_points={min_points!r} must be a whole number >= 3 (a slope's interval needs a residual)")
+    curve = sorted((int(step), float(value)) for step, value in points)
+    if not curve:
+        raise ValueError("points is empty; a held-out curve needs its (step, value) evaluations")
+    if any(not math.isfinite(value) for _, value in curve):
+        raise ValueError(f"points={curve[:6]!r}... must hold finite values")
+    first, last = curve[0][0], curve[-1][0]
+    chosen = [point for point in curve if point[0] >= last - window * (last - first)]
+    if len(chosen) < min_points:
+        return Stopping(math.nan, math.nan, last, math.nan, math.nan, len(chosen), False,
+                        f"not shown to have stopped: {len(chosen)} evaluations in the last {window:.0%} of {last} "
+                        f"steps, the equivalence test needs {min_points}")
+    steps = np.array([step for step, _ in chosen], dtype=float)
+    values = np.array([value for _, value in chosen])
+    slope, intercept = np.polyfit(steps, values, 1)
+    residuals = values - (slope * steps + intercept)
+    spread = float(((steps - steps.mean()) ** 2).sum())
+    error = math.sqrt(float((residuals ** 2).sum()) / (len(chosen) - 2) / spread) if spread > 0 else math.inf
+    upper = float(slope + stats.t.ppf(0.95, len(chosen) - 2) * error)
+    gain = float(slope * last + intercept - curve[0][1])
+    allowed = tolerance * gain
+    added = upper * last
+    if gain <= 0:
+        return Stopping(float(slope), upper, last, gain, allowed, len(chosen), False,
+                        f"not shown to have stopped: the curve has not risen over {last} steps (gain {gain:.3g})")
+    stopped = added <= allowed
+    verb = "stopped" if stopped else "still improving"
+    return Stopping(float(slope), upper, last, gain, allowed, len(chosen), stopped,
+                    f"{verb} at {last} steps: {last} more steps at the slope's upper bound add at most {added:.3g}, "
+                    f"{'within' if stopped else 'above'} the tolerance {allowed:.3g} ({tolerance:g} of the {gain:.3g} "
+                    "gained so far)")
+
+
+def evaluation_steps(steps: int, every: int) -> list[int]:
+    """The steps a run of ``steps`` steps evaluates at when it evaluates at step 0, every ``every`` steps (0: never
+    in between) and at its last step."""
+    return sorted({0, steps} | (set(range(every, steps + 1, every)) if every else set()))
+
+
+def points_in_window(evaluated, window: float = STOP_WINDOW) -> int:
+    """How many of the ``evaluated`` steps fall in the last ``window`` of training, the stretch
+    :func:`stopped_improving` fits (it needs :data:`STOP_MIN_POINTS` there): what a settings table's evaluation
+    cadence gives a held-out curve."""
+    evaluated = sorted(evaluated)
+    if not evaluated:
+        return 0
+    first, last = evaluated[0], evaluated[-1]
+    return sum(step >= last - window * (last - first) for step in evaluated)
+
+
+def mean_curve(curves: Sequence[Sequence[Sequence[float]]]) -> list[tuple[int, float]]:
+    """The seed-mean of several held-out curves at the steps every one of them evaluated (a study judges it)."""
+    if not curves:
+        raise ValueError("curves is empty; give one (step, value) curve per seed")
+    by_seed = [dict((int(step), float(value)) for step, value in curve) for curve in curves]
+    common = sorted(set.intersection(*(set(curve) for curve in by_seed)))
+    return [(step, sum(curve[step] for curve in by_seed) / len(by_seed)) for step in common]
