@@ -29,11 +29,8 @@ from typing import Any, Iterable
 
 from helpers import store
 from helpers.checks import whole_number
+from helpers.errors import MissingAssetError  # one error type for every missing asset, shared with the model loaders
 from helpers.paths import cache_dir
-
-# One error type for every missing asset, shared with the model loaders. (This import pulls in
-# torch and transformers, a few seconds; a plain import, so a circular import fails loudly.)
-from helpers.models import MissingAssetError
 
 AUSTEN_CORPUS = "austen"
 AUSTEN_DEB_PACKAGE = "r-cran-janeaustenr"

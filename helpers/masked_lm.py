@@ -23,9 +23,10 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from . import attention, models
-from .checks import whole_number
+from . import attention, mntp_adapter, models, profiles
 from . import masks as M
+from .checks import whole_number
+from .device import get_device
 
 SOURCE_STATES = ("same-layer", "last-layer")
 _UNDERSCORES_ONLY = re.compile(r"(?:Ġ|▁|##| )?_+")  # underscores, after at most one space or word-boundary marker
@@ -388,8 +389,6 @@ class EncoderMLM(MaskedLM):
         """An ``AutoModelForMaskedLM`` and its tokenizer from the Hub (or a local folder), frozen, in eval mode."""
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-        from .device import get_device
-
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForMaskedLM.from_pretrained(name, dtype=dtype, attn_implementation="sdpa")
         model = model.to(device or get_device()).eval().requires_grad_(False)
@@ -470,17 +469,15 @@ def load_masked_lm(profile=None, name: str = MNTP, *, context_tokens: int = 64, 
     """The workbook's one masked-LM loader: a frozen :class:`MaskedLM` in eval mode.
 
     ``name="mntp"`` takes the profile's decoder with notebook 02's MNTP adapter merged in
-    (``training.load_or_train_mntp``: a short MNTP run trains one first when notebook 02 has not run), read through
+    (``mntp_adapter.load_or_train_mntp``: a short MNTP run trains one first when notebook 02 has not run), read through
     :class:`MNTPDecoder`; any other ``name`` is a Hub encoder MLM (``bert-base-cased``, ``roberta-base``) or a local
     folder of one, read through :class:`EncoderMLM` in the profile's dtype.
     """
-    from . import profiles, training
-
     profile = profile or profiles.current()
     if not isinstance(name, str) or not name:
         raise ValueError(f"name={name!r} must be {MNTP!r} or a Hub id of an encoder masked LM such as 'bert-base-cased'")
     if name == MNTP:
-        model, tokenizer, mask_id = training.load_or_train_mntp(profile, progress=progress)
+        model, tokenizer, mask_id = mntp_adapter.load_or_train_mntp(profile, progress=progress)
         model.eval().requires_grad_(False)
         return MNTPDecoder(model, tokenizer, int(mask_id), context_tokens=context_tokens, name=profile.model_name)
     return EncoderMLM.from_pretrained(name, dtype=models.resolve_dtype(profile.dtype), context_tokens=context_tokens)

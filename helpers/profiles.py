@@ -34,7 +34,7 @@ MODEL_VAR = "WORKBOOK_MODEL"  # random:<shape>: random weights of a real shape i
 # whole number, on the same trained runs (scripts/study.py sets it; unset: 1)
 EXAMPLES_VAR = "WORKBOOK_EXAMPLES"
 RANDOM_PREFIX = "random:"
-# The random-weight models: the shape each one has (helpers.memory.KNOWN_SHAPES holds the sizes).
+# The random-weight models: the shape each one has (helpers.shapes.KNOWN_SHAPES holds the sizes).
 RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
 
 
@@ -43,7 +43,7 @@ class Profile:
     """What every notebook shares: the model, the corpus, precision, the seed and LoRA's defaults.
 
     Each paper's own sizes live in its package's ``settings.py`` (:func:`settings_for`); the masked-LM recipe of
-    notebook 02 (and of the adapter notebooks 03, 05 and 06 read) in ``training.MASKED_LM_RECIPES``.
+    notebook 02 (and of the adapter notebooks 03, 05 and 06 read) in ``mntp_recipe.MASKED_LM_RECIPES``.
     """
 
     name: str
@@ -210,7 +210,7 @@ def current() -> Profile:
 
 PAPERS = ("lecture", "mntp", "magnet", "sequence_repetition", "openltg", "emat", "diffusion")
 # The paper whose settings each notebook's parameters cell reads (``settings_for(paper)``). Notebook 02 reads the
-# masked-LM recipe (``training.masked_lm_recipe``) instead.
+# masked-LM recipe (``mntp_recipe.masked_lm_recipe``) instead.
 NOTEBOOK_PAPERS = {"01": "lecture", "03": "magnet", "04": "sequence_repetition", "05": "openltg", "06": "emat",
                    "07": "diffusion"}
 

@@ -154,7 +154,7 @@ def exclusive(folder, what: str = "run folder"):
 def folder_lock(folder):
     """Wait for, then hold, a lock on ``folder`` itself (``fcntl.flock`` on the folder, so no lock file is left in
     it): the writers that take it, threads or processes, go one at a time. :func:`replace_dir`'s callers take it on
-    the parent of the folder they replace (``training.save_adapter``): two swaps of one folder at once would move
+    the parent of the folder they replace (``adapters.save_adapter``): two swaps of one folder at once would move
     each other's copies aside."""
     import fcntl
 

@@ -21,8 +21,9 @@ from tqdm.auto import tqdm
 
 from ... import data as D
 from ... import masks as M
-from ... import models, store
+from ... import adapters, models, store
 from ... import objectives as O
+from ... import mntp_adapter as MNTP
 from ... import training as T
 from ...checks import real_number
 from .mechanism import (Phase, add_projection_head, encode_sentences, joint_loss, magnet_phases, masked_view, phase_at,
@@ -351,7 +352,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
         if reached != boundary:
             raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint past step {boundary} but no {snapshot.name}; "
                              "rerun with resume=False")
-        T.save_adapter(peft_model, snapshot)
+        adapters.save_adapter(peft_model, snapshot)
     records = T.train(peft_model, resume=resume, stop_after=stop_after, **train)
     return peft_model, records
 
@@ -379,7 +380,7 @@ def train_magnet(base, tokenizer, profile, settings: MagnetSettings, views: Join
         evaluate=evaluate, lora=key.lora, four_bit=key.four_bit, resume=resume, progress=progress,
         stop_after=stop_after)
     if _finished(records, sum(phase.steps for phase in magnet_phases(settings))):
-        T.save_adapter(model, T.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
+        adapters.save_adapter(model, adapters.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
     return TrainedRun(model, records, run.path)
 
 
@@ -390,11 +391,11 @@ def _finished(records: Sequence[dict], steps: int) -> bool:
 def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: JointData, *,
                         evaluate: Callable | None = None, resume: bool = True, progress: bool = True,
                         stop_after: int | None = None) -> TrainedRun:
-    """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``training.load_or_train_mntp`` trains a short
+    """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``mntp_adapter.load_or_train_mntp`` trains a short
     one when notebook 02 has not run), then a fresh LoRA on SSCL alone, λ = (0, 1, 0), for ``simcse_steps`` steps
     with MAGNET's sentences, positives, instruction and last-token encoding, and no MSG."""
-    mntp_start, _, _ = T.load_or_train_mntp(profile, progress=progress)
-    key = run_key(profile, settings, mntp_adapter=T.mntp_adapter(profile)[1])
+    mntp_start, _, _ = MNTP.load_or_train_mntp(profile, progress=progress)
+    key = run_key(profile, settings, mntp_adapter=MNTP.mntp_adapter(profile)[1])
     run = store.reuse_run(f"03_llm2vec_simcse_{profile.name}", key, resume=resume)
     model, records = joint_experiment(
         mntp_start, tokenizer, phases=[Phase(settings.simcse_steps, 0.0, 1.0, 0.0)], settings=settings,
@@ -467,12 +468,12 @@ def train_command(profile, seed: int | None, *, stop_after: int | None = None, p
 def adapted_model(profile, adapter_dir):
     """A fresh base model with a saved adapter attached (inference), e.g. MAGNET's ``after_phase1`` (MNTP + MSG)."""
     model, _ = models.load_model(profile.model_name)
-    return T.load_adapter(model, adapter_dir).eval()
+    return adapters.load_adapter(model, adapter_dir).eval()
 
 
 def mntp_steps(profile) -> int:
     """How many MNTP steps the cached adapter had (notebook 02's, else the short fallback's), else the recipe's."""
-    found = T.mntp_adapter(profile)
+    found = MNTP.mntp_adapter(profile)
     return found[1]["config"]["steps"] if found else T.masked_lm_recipe(profile).steps
 
 

@@ -3,7 +3,7 @@ one budget and seed, scored on the same held-out tokens; and the MNTP adapter th
 
 Both runs use LoRA (App. A: r = 16, α = 32 on the attention projections; AdamW 0.9, 0.999, 1e-8) under the
 bidirectional mask, with the sizes of the profile's masked-LM recipe (:mod:`.settings`). Each run folder and the
-adapter are keyed by ``training.masked_lm_run_key``, the one key ``training.mntp_adapter`` also looks up, so the
+adapter are keyed by ``mntp_adapter.masked_lm_run_key``, the one key ``mntp_adapter.mntp_adapter`` also looks up, so the
 adapter saved here under the default mask token is the one the later notebooks find.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ... import data, models, store, training
+from ... import adapters, data, distributed, mntp_adapter, models, store, training
 from ... import masks as M
 from ... import objectives as O
 from . import mechanism
@@ -65,7 +65,7 @@ class Comparison:
 
     adapters: dict[str, object]  # objective -> the trained peft model
     runs: dict[str, list[dict]]  # "MNTP" / "MTP" -> the metric records each run logged under runs/
-    keys: dict[str, dict]  # objective -> training.masked_lm_run_key
+    keys: dict[str, dict]  # objective -> mntp_adapter.masked_lm_run_key
     mntp_adapter_path: Path | None = None
 
 
@@ -78,14 +78,14 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
     (:func:`run_folder`) is keyed by every setting (mask token, micro-batch and seed included), so another setting
     trains afresh. ``stop_after``: stop after that step, as an interruption would (``training.train``).
     """
-    config, lora = training.mlm_train_config(profile, recipe), training.lora_settings(profile)
-    key = training.masked_lm_run_key(profile, objective, mask_token, config, lora, recipe=recipe)
+    config, lora = mntp_adapter.mlm_train_config(profile, recipe), training.lora_settings(profile)
+    key = mntp_adapter.masked_lm_run_key(profile, objective, mask_token, config, lora, recipe=recipe)
     wanted = mechanism.resolve_mask_token(tokenizer, mask_token)
     if wanted != mlm_data.mask_id:
         raise ValueError(f"mlm_data was built for mask id {mlm_data.mask_id} but mask_token={mask_token!r} is id "
                          f"{wanted}: rebuild the data (load_data) with the same mask token before training")
     base, _ = models.load_model(profile.model_name)
-    adapter, records = training.masked_lm_experiment(
+    adapter, records = mntp_adapter.masked_lm_experiment(
         base, tokenizer, objective=objective, train_blocks=mlm_data.train_blocks,
         eval_batches=mlm_data.eval_batches[objective], config=config,
         run_dir=run_folder(profile, objective, key), mask_id=mlm_data.mask_id, lora=lora,
@@ -94,7 +94,7 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
 
 
 def run_folder(profile, objective: str, key: dict) -> Path:
-    """Where :func:`run_objective` trains ``objective`` under ``key`` (``training.masked_lm_run_key``)."""
+    """Where :func:`run_objective` trains ``objective`` under ``key`` (``mntp_adapter.masked_lm_run_key``)."""
     return store.run_dir_for(f"02_{objective}_{profile.name}", key)
 
 
@@ -105,7 +105,7 @@ def train_command(profile, seed: int | None, *, objective: str, mask_token: str 
     ``memory.fit_training``, :func:`run_objective`), so the run folder is the notebook's and the notebook afterwards
     finds the run finished and only evaluates. A finished MNTP run's adapter is saved where notebooks 03, 05 and 06
     look (:func:`save_mntp_adapter`). ``seed``: the run's seed (``profile.seed`` when None), part of its key;
-    ``micro_batch``: split each step's rows into micro-batches of this many (``training.split_step``).
+    ``micro_batch``: split each step's rows into micro-batches of this many (``distributed.split_step``).
     Returns the run folder.
     """
     from ... import memory
@@ -115,7 +115,7 @@ def train_command(profile, seed: int | None, *, objective: str, mask_token: str 
     tokenizer = models.load_tokenizer(profile.model_name)
     recipe = training.masked_lm_recipe(profile)
     mlm_data = load_data(tokenizer, profile, recipe, mask_token=mask_token)
-    fitted = training.split_step(memory.fit_training("02", profile, recipe), micro_batch)
+    fitted = distributed.split_step(memory.fit_training("02", profile, recipe), micro_batch)
     adapter, records, key = run_objective(profile, tokenizer, mlm_data, objective, recipe=fitted, mask_token=mask_token,
                                           stop_after=stop_after, progress=progress)
     if objective == "mntp" and max(record["step"] for record in records) == fitted.steps:
@@ -141,10 +141,10 @@ def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: training.M
 
 
 def save_mntp_adapter(adapter, profile, key: dict, mask_id: int) -> Path:
-    """Save the MNTP adapter to ``training.adapter_path("mntp", model, key)`` with ``key`` and the mask id it was
-    trained with as its metadata: with the default mask token this is where ``training.mntp_adapter`` looks, and
-    what it checks on load (``training.check_adapter_mask_id``)."""
-    return training.save_adapter(adapter, training.adapter_path("mntp", profile.model_name, key),
+    """Save the MNTP adapter to ``adapters.adapter_path("mntp", model, key)`` with ``key`` and the mask id it was
+    trained with as its metadata: with the default mask token this is where ``mntp_adapter.mntp_adapter`` looks, and
+    what it checks on load (``adapters.check_adapter_mask_id``)."""
+    return adapters.save_adapter(adapter, adapters.adapter_path("mntp", profile.model_name, key),
                                  {**key, "mask_id": int(mask_id)})
 
 

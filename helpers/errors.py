@@ -1,0 +1,8 @@
+"""The error every loader of an offline asset raises alike: the model loaders (:mod:`helpers.models`) and the corpus
+loaders (:mod:`helpers.data`) share it, so a caller catches one type for "not fetched yet". It imports nothing of the
+workbook, so any module can import it."""
+from __future__ import annotations
+
+
+class MissingAssetError(ValueError):
+    """An offline asset (e.g. the embedded model) has not been fetched yet."""
