@@ -6,3 +6,7 @@ from __future__ import annotations
 
 class MissingAssetError(ValueError):
     """An offline asset (e.g. the embedded model) has not been fetched yet."""
+
+
+SETUP_COMMAND = "`make setup` (or `python -m helpers.assets`)"  # what fetches every offline asset
+SETUP_HINT = f"run {SETUP_COMMAND}"

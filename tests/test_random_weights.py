@@ -4,7 +4,7 @@ import shutil
 import pytest
 import torch
 
-from helpers import memory, mntp_adapter, models, profiles
+from helpers import embedded_model, memory, mntp_adapter, models, profiles
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_an_unknown_model_override_names_the_variable_and_the_known_shapes(clean
 
 
 def test_random_weights_load_offline_from_the_tokenizer_alone_seeded_and_say_so(clean_env, tmp_path, capsys):
-    source = models._embedded_target_dir()
+    source = embedded_model._embedded_target_dir()
     if not (source / "tokenizer.json").is_file():
         pytest.skip("embedded tokenizer not fetched (run `make setup`)")
     folder = tmp_path / models.EMBEDDED_DIR_NAME
