@@ -27,6 +27,7 @@ from . import attention, mntp_adapter, models, profiles
 from . import masks as M
 from .checks import whole_number
 from .device import get_device
+from .padding import padded
 
 SOURCE_STATES = ("same-layer", "last-layer")
 _UNDERSCORES_ONLY = re.compile(r"(?:Ġ|▁|##| )?_+")  # underscores, after at most one space or word-boundary marker
@@ -326,12 +327,7 @@ class MaskedLM:
     @torch.no_grad()
     def hidden_at(self, sequences: Sequence[Sequence[int]], positions: Sequence[int]) -> torch.Tensor:
         """Last hidden states at ``positions`` (one per sequence): a right-padded batch under the bidirectional mask."""
-        length = max(len(ids) for ids in sequences)
-        input_ids = torch.full((len(sequences), length), self.pad_id, dtype=torch.long)
-        padding = torch.zeros_like(input_ids)
-        for row, ids in enumerate(sequences):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            padding[row, :len(ids)] = 1
+        input_ids, padding = padded(sequences, self.pad_id)
         hidden = self.hidden_states(input_ids, padding, mask=M.bidirectional)  # moved to the model's device there
         return hidden[torch.arange(len(sequences), device=hidden.device), torch.tensor(positions, device=hidden.device)]
 

@@ -78,6 +78,34 @@ def mntp_adapter(profile) -> tuple[Path, dict] | None:
     return None
 
 
+def heldout_batches(tokenizer, corpus: str, *, seq_len: int, batch_size: int, num_batches: int, mask_id: int,
+                    objective: str = "mntp", asked: str | None = None) -> list[dict]:
+    """The workbook's held-out masked-LM batches: the first ``batch_size x num_batches`` packed blocks of ``seq_len``
+    tokens of ``corpus``'s validation split (never trained on), corrupted once for ``objective`` with the fixed seed
+    of :func:`helpers.objectives.fixed_eval_batches` (MNTP: 20 % of the tokens, 80/10/10), so that every evaluation
+    scores the same positions and MNTP and MTP the same selections. ``asked``: the size as the caller's settings name
+    it, for the error when the split holds fewer blocks (default: the batches asked for)."""
+    wanted = batch_size * num_batches
+    blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(corpus, "validation")), seq_len,
+                               max_blocks=wanted)
+    if len(blocks) < wanted:
+        raise ValueError(f"the validation split of corpus={corpus!r} holds {len(blocks)} blocks of {seq_len} tokens, "
+                         f"fewer than {asked or f'{num_batches} batches of {batch_size}'}")
+    return O.fixed_eval_batches(objective, blocks, batch_size=batch_size, num_batches=num_batches, mask_id=mask_id,
+                                vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+
+
+def notebook02_heldout_batches(tokenizer, profile, mask_id: int, objective: str = "mntp", *,
+                               recipe: MaskedLMRecipe | None = None, fallback: bool = False) -> list[dict]:
+    """Notebook 02's held-out set (:func:`heldout_batches`) under ``recipe`` (the profile's own by default):
+    ``eval_batches`` batches of ``batch_size`` blocks of ``seq_len`` tokens, or the single batch of
+    :func:`load_or_train_mntp`'s short fallback run (``fallback``, as its run key says). Notebook 02 scores its MNTP
+    and MTP runs on it, and notebook 07 the adapters it compares."""
+    recipe = recipe or masked_lm_recipe(profile)
+    return heldout_batches(tokenizer, profile.corpus, seq_len=recipe.seq_len, batch_size=recipe.batch_size,
+                           num_batches=1 if fallback else recipe.eval_batches, mask_id=mask_id, objective=objective)
+
+
 def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torch.Tensor, eval_batches: list[dict],
                          config: TrainConfig, run_dir, mask_id: int, masking=None, mask=None,
                          lora: LoraSettings = LoraSettings(), four_bit: bool = False, resume: bool = True,
@@ -95,7 +123,7 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
     # the training blocks first: a block too long for the model is named as such, whatever else is wrong
     models.check_fits(model, train_blocks.shape[1], "train_blocks' block length")
     if not isinstance(eval_batches, (list, tuple)) or not eval_batches:
-        raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (objectives.fixed_eval_batches)")
+        raise ValueError(f"eval_batches={eval_batches!r} must be a non-empty list of batches (heldout_batches)")
     masking = masking or O.MaskingConfig()
     mask = mask or M.bidirectional
     O.check_mask_id(model, mask_id, tokenizer)
@@ -151,10 +179,7 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
         recipe = masked_lm_recipe(profile)
         blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
                                    recipe.seq_len, max_blocks=recipe.train_blocks)
-        held_out = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                                     recipe.seq_len, max_blocks=recipe.batch_size)
-        evals = O.fixed_eval_batches("mntp", held_out, batch_size=recipe.batch_size, num_batches=1, mask_id=mask_id,
-                                     vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+        evals = notebook02_heldout_batches(tokenizer, profile, mask_id, fallback=True)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                           config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", settings),
                                           mask_id=mask_id, lora=lora, four_bit=four_bit, progress=progress)

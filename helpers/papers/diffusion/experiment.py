@@ -541,12 +541,8 @@ def high_ratio_hits(samples: mechanism.BoundSamples, threshold: float = 0.5) -> 
 
 def notebook02_eval_batches(tokenizer, profile, mask_id: int) -> list[dict]:
     """Notebook 02's held-out MNTP batches (its recipe's validation blocks, 20 % selected, corrupted once with its
-    fixed seed): the same calls as ``helpers.papers.mntp.experiment.load_data``."""
-    recipe = training.masked_lm_recipe(profile)
-    blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                               recipe.seq_len, max_blocks=recipe.batch_size * recipe.eval_batches)
-    return O.fixed_eval_batches("mntp", blocks, batch_size=recipe.batch_size, num_batches=recipe.eval_batches,
-                                mask_id=mask_id, vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+    fixed seed): the set notebook 02 scores, ``mntp_adapter.notebook02_heldout_batches``."""
+    return mntp_adapter.notebook02_heldout_batches(tokenizer, profile, mask_id)
 
 
 @torch.inference_mode()

@@ -106,16 +106,10 @@ HELDOUT_KEY = "heldout_mntp_accuracy"  # the budget check's curve in a joint run
 def heldout_mntp_batches(profile, settings: MagnetSettings, tokenizer) -> list[dict]:
     """The budget check's held-out set: ``settings.heldout_blocks`` validation blocks of ``seq_len`` tokens, corrupted
     once for MNTP (§3.2.1: 20% of the tokens, 80/10/10) with a fixed seed, in batches of ``settings.batch_size``."""
-    wanted = math.ceil(settings.heldout_blocks / settings.batch_size) * settings.batch_size
-    blocks = D.token_blocks(tokenizer, (p.text for p in D.load_paragraphs(profile.corpus, "validation")),
-                            settings.seq_len, max_blocks=wanted)
-    if len(blocks) < wanted:
-        raise ValueError(f"the validation split of corpus={profile.corpus!r} holds {len(blocks)} blocks of "
-                         f"{settings.seq_len} tokens, fewer than heldout_blocks={settings.heldout_blocks} (rounded up to "
-                         f"batches of {settings.batch_size}); lower heldout_blocks")
-    return O.fixed_eval_batches("mntp", blocks, batch_size=settings.batch_size, num_batches=wanted // settings.batch_size,
-                                mask_id=mask_id_for(tokenizer), vocab_size=len(tokenizer),
-                                special_ids=tokenizer.all_special_ids)
+    return MNTP.heldout_batches(tokenizer, profile.corpus, seq_len=settings.seq_len, batch_size=settings.batch_size,
+                                num_batches=math.ceil(settings.heldout_blocks / settings.batch_size),
+                                mask_id=mask_id_for(tokenizer), asked=f"heldout_blocks={settings.heldout_blocks} "
+                                f"(rounded up to batches of {settings.batch_size}); lower heldout_blocks")
 
 
 def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list[str], Callable]:

@@ -37,16 +37,12 @@ class MaskedLMData:
 def load_data(tokenizer, profile, recipe: training.MaskedLMRecipe, *, mask_token: str = "underscore") -> MaskedLMData:
     """Packed blocks of ``recipe.seq_len`` tokens from the training split, and ``recipe.eval_batches`` held-out
     batches of ``recipe.batch_size`` blocks from the validation split for each objective, corrupted once with a fixed
-    seed (``objectives.fixed_eval_batches``) so every evaluation scores the same positions."""
+    seed (``mntp_adapter.notebook02_heldout_batches``) so every evaluation scores the same positions."""
     mask_id = mechanism.resolve_mask_token(tokenizer, mask_token)
     train_blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
                                      recipe.seq_len, max_blocks=recipe.train_blocks)
-    eval_blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                                    recipe.seq_len, max_blocks=recipe.batch_size * recipe.eval_batches)
-    eval_batches = {objective: mechanism.fixed_eval_batches(objective, eval_blocks, batch_size=recipe.batch_size,
-                                                            num_batches=recipe.eval_batches, mask_id=mask_id,
-                                                            vocab_size=len(tokenizer),
-                                                            special_ids=tokenizer.all_special_ids)
+    eval_batches = {objective: mntp_adapter.notebook02_heldout_batches(tokenizer, profile, mask_id, objective,
+                                                                       recipe=recipe)
                     for objective in mechanism.OBJECTIVES}
     return MaskedLMData(mask_id, train_blocks, eval_batches, recipe)
 

@@ -125,7 +125,7 @@ def table6_generations(backend: MaskedLM, causal_model, causal_tokenizer, exampl
                       for example in examples]
     ar = autoregressive_batched(causal_model, causal_prompts, settings.target_length, batch_size=settings.batch_size,
                                 desc="AR", seed=seed, top_p=settings.top_p, banned_ids=causal_tokenizer.all_special_ids,
-                                pad_id=causal_tokenizer.pad_token_id or 0)
+                                pad_id=causal_tokenizer.pad_token_id)
     systems[AR_ROW] = [causal_tokenizer.decode(row, skip_special_tokens=True).strip() for row in ar]
     truth = [backend.tokenizer(example.continuation, add_special_tokens=False).input_ids[:settings.target_length]
              for example in examples]

@@ -36,6 +36,7 @@ from ... import masks as M
 from ... import models
 from ...checks import real_number, whole_number
 from ...masked_lm import SOURCE_STATES, MaskedLM
+from ...padding import padded
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
 FULL_WINDOW = 1 << 20  # a window wider than any sequence: DSWA off, mixed attention kept
@@ -255,14 +256,9 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
 
 def left_padded(prompts: list[torch.Tensor], length: int, fill: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, P_max + length)`` ids with each prompt right-aligned before ``length`` copies of ``fill``, and the padding mask."""
-    widest = max(prompt.numel() for prompt in prompts)
-    ids = torch.full((len(prompts), widest + length), pad_id, dtype=torch.long)
-    padding = torch.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, widest - prompt.numel():widest] = prompt
-        padding[row, widest - prompt.numel():] = 1
-    ids[:, widest:] = fill
-    return ids, padding
+    ids, padding = padded(prompts, pad_id, left=True)
+    tail = torch.full((len(prompts), length), fill, dtype=torch.long)
+    return torch.cat([ids, tail], 1), torch.cat([padding, torch.ones_like(tail)], 1)
 
 
 def seeded_generator(seed: int, device) -> torch.Generator:
