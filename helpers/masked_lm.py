@@ -23,9 +23,11 @@ from typing import Sequence
 import torch
 from transformers import DynamicCache
 
-from . import attention, models
-from .checks import whole_number
+from . import attention, mntp_adapter, models, profiles
 from . import masks as M
+from .checks import whole_number
+from .device import get_device
+from .padding import padded
 
 SOURCE_STATES = ("same-layer", "last-layer")
 _UNDERSCORES_ONLY = re.compile(r"(?:Ġ|▁|##| )?_+")  # underscores, after at most one space or word-boundary marker
@@ -325,12 +327,7 @@ class MaskedLM:
     @torch.no_grad()
     def hidden_at(self, sequences: Sequence[Sequence[int]], positions: Sequence[int]) -> torch.Tensor:
         """Last hidden states at ``positions`` (one per sequence): a right-padded batch under the bidirectional mask."""
-        length = max(len(ids) for ids in sequences)
-        input_ids = torch.full((len(sequences), length), self.pad_id, dtype=torch.long)
-        padding = torch.zeros_like(input_ids)
-        for row, ids in enumerate(sequences):
-            input_ids[row, :len(ids)] = torch.tensor(ids)
-            padding[row, :len(ids)] = 1
+        input_ids, padding = padded(sequences, self.pad_id)
         hidden = self.hidden_states(input_ids, padding, mask=M.bidirectional)  # moved to the model's device there
         return hidden[torch.arange(len(sequences), device=hidden.device), torch.tensor(positions, device=hidden.device)]
 
@@ -387,8 +384,6 @@ class EncoderMLM(MaskedLM):
     def from_pretrained(cls, name: str, *, device=None, dtype=torch.float32, **kwargs) -> "EncoderMLM":
         """An ``AutoModelForMaskedLM`` and its tokenizer from the Hub (or a local folder), frozen, in eval mode."""
         from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-        from .device import get_device
 
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForMaskedLM.from_pretrained(name, dtype=dtype, attn_implementation="sdpa")
@@ -470,17 +465,15 @@ def load_masked_lm(profile=None, name: str = MNTP, *, context_tokens: int = 64, 
     """The workbook's one masked-LM loader: a frozen :class:`MaskedLM` in eval mode.
 
     ``name="mntp"`` takes the profile's decoder with notebook 02's MNTP adapter merged in
-    (``training.load_or_train_mntp``: a short MNTP run trains one first when notebook 02 has not run), read through
+    (``mntp_adapter.load_or_train_mntp``: a short MNTP run trains one first when notebook 02 has not run), read through
     :class:`MNTPDecoder`; any other ``name`` is a Hub encoder MLM (``bert-base-cased``, ``roberta-base``) or a local
     folder of one, read through :class:`EncoderMLM` in the profile's dtype.
     """
-    from . import profiles, training
-
     profile = profile or profiles.current()
     if not isinstance(name, str) or not name:
         raise ValueError(f"name={name!r} must be {MNTP!r} or a Hub id of an encoder masked LM such as 'bert-base-cased'")
     if name == MNTP:
-        model, tokenizer, mask_id = training.load_or_train_mntp(profile, progress=progress)
+        model, tokenizer, mask_id = mntp_adapter.load_or_train_mntp(profile, progress=progress)
         model.eval().requires_grad_(False)
         return MNTPDecoder(model, tokenizer, int(mask_id), context_tokens=context_tokens, name=profile.model_name)
     return EncoderMLM.from_pretrained(name, dtype=models.resolve_dtype(profile.dtype), context_tokens=context_tokens)

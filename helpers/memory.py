@@ -27,6 +27,12 @@ from dataclasses import dataclass
 
 import torch
 
+from . import profiles
+from .device import get_device, precision
+from .mntp_recipe import masked_lm_recipe
+# The shapes live in helpers.shapes (the model loader reads them too); memory.KNOWN_SHAPES and the rest stay readable.
+from .shapes import KNOWN_SHAPES, ModelShape, model_shape, shape_of_config  # noqa: F401
+
 GIB = 2 ** 30
 CUDA_OVERHEAD_GIB = 1.0  # CUDA context, cuBLAS workspace, fragmentation: 0.75 GiB measured on an H100 (benchmarks/gpu_memory.py)
 NF4_BYTES = 0.5 + 4 / 64  # 4-bit weight plus one fp32 absmax per block of 64 (bitsandbytes, no double quantisation)
@@ -45,86 +51,6 @@ NOTEBOOK_03_RESIDENT = 4
 
 class InsufficientGPUMemory(RuntimeError):
     """Even the smallest micro-batch does not fit this GPU."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The sizes of a Llama-style decoder that memory depends on."""
-
-    name: str
-    hidden: int
-    intermediate: int
-    layers: int
-    heads: int
-    kv_heads: int
-    vocab: int
-    tied: bool
-
-    @property
-    def kv_dim(self) -> int:
-        return self.hidden // self.heads * self.kv_heads
-
-    @property
-    def linear_parameters(self) -> int:
-        """Attention and MLP weights of all layers: what nf4 quantises."""
-        h, kv = self.hidden, self.kv_dim
-        return self.layers * (2 * h * h + 2 * h * kv + 3 * h * self.intermediate)
-
-    @property
-    def other_parameters(self) -> int:
-        """Embeddings, the LM head when untied, and the norms."""
-        return self.vocab * self.hidden * (1 if self.tied else 2) + (2 * self.layers + 1) * self.hidden
-
-    @property
-    def parameters(self) -> int:
-        return self.linear_parameters + self.other_parameters
-
-    def llama_config(self, **extra):
-        """A transformers ``LlamaConfig`` of this shape (``extra``: further config fields), for a random model of it."""
-        from transformers import LlamaConfig
-
-        return LlamaConfig(vocab_size=self.vocab, hidden_size=self.hidden, intermediate_size=self.intermediate,
-                           num_hidden_layers=self.layers, num_attention_heads=self.heads,
-                           num_key_value_heads=self.kv_heads, tie_word_embeddings=self.tied, **extra)
-
-    def lora_parameters(self, r: int) -> int:
-        """LoRA A and B on q, k, v, o of every layer (``training.LoraSettings``' targets)."""
-        h, kv = self.hidden, self.kv_dim
-        return self.layers * r * ((h + h) + 2 * (h + kv) + (h + h))
-
-
-# Shapes from the models' config.json, so the estimate needs no download.
-KNOWN_SHAPES = {
-    "HuggingFaceTB/SmolLM2-360M": ModelShape("SmolLM2-360M", 960, 2560, 32, 15, 5, 49152, True),
-    "meta-llama/Llama-2-7b-hf": ModelShape("Llama-2-7B", 4096, 11008, 32, 32, 32, 32000, False),
-    "embedded:smollm2-135m": ModelShape("SmolLM2-135M", 576, 1536, 30, 9, 3, 49152, True),
-    "tiny-random:llama": ModelShape("tiny random Llama", 64, 128, 4, 4, 2, 49152, True),
-}
-# Random weights of a real shape (``WORKBOOK_MODEL=random:<shape>``, helpers.profiles.RANDOM_MODELS): the same sizes.
-KNOWN_SHAPES.update({
-    "random:smollm2-135m": dataclasses.replace(KNOWN_SHAPES["embedded:smollm2-135m"], name="SmolLM2-135M (random)"),
-    "random:smollm2-360m": dataclasses.replace(KNOWN_SHAPES["HuggingFaceTB/SmolLM2-360M"], name="SmolLM2-360M (random)"),
-})
-
-
-def shape_of_config(config, name: str = "") -> ModelShape:
-    """A :class:`ModelShape` from a transformers config (Llama, Mistral, Qwen, SmolLM ...)."""
-    return ModelShape(name or getattr(config, "_name_or_path", "") or type(config).__name__, int(config.hidden_size),
-                      int(config.intermediate_size), int(config.num_hidden_layers), int(config.num_attention_heads),
-                      int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads),
-                      int(config.vocab_size), bool(getattr(config, "tie_word_embeddings", False)))
-
-
-def model_shape(name: str) -> ModelShape:
-    """The shape of a profile's model: from :data:`KNOWN_SHAPES`, else from its Hub config (needs the Hub)."""
-    if name in KNOWN_SHAPES:
-        return KNOWN_SHAPES[name]
-    from transformers import AutoConfig
-
-    try:
-        return shape_of_config(AutoConfig.from_pretrained(name), name)
-    except Exception as error:
-        raise ValueError(f"model_name={name!r}: no known shape and its config could not be loaded ({error})") from error
 
 
 def activation_bytes_per_token_layer(shape: ModelShape, dtype_bytes: int, *, attention: str = "fused",
@@ -270,11 +196,9 @@ def workload(notebook: str, profile, settings=None) -> Workload:
 def training_settings(notebook: str, profile):
     """What notebook ``notebook`` trains with in ``profile``: the masked-LM recipe (02), MAGNET's settings (03) or
     sequence repetition's (04); each has ``batch_size`` and ``grad_accum``."""
-    from . import profiles, training
-
     _check_notebook(notebook)
     if notebook == "02":
-        return training.masked_lm_recipe(profile)
+        return masked_lm_recipe(profile)
     return profiles.settings_for(profiles.NOTEBOOK_PAPERS[notebook], profile)
 
 
@@ -288,8 +212,6 @@ def with_micro_batch(settings, micro_batch: int, grad_accum: int):
 
 def gpu_budget_gib(device: torch.device | None = None) -> float | None:
     """The total memory of the CUDA device in GiB, or None off CUDA (nothing to check)."""
-    from .device import get_device
-
     device = device or get_device()
     if device.type != "cuda":
         return None
@@ -319,8 +241,6 @@ def fit_training(notebook: str, profile, settings=None, *, device: torch.device 
     accumulation (the same effective batch) where the estimate exceeds the GPU's memory.
     Raises :class:`InsufficientGPUMemory` when even a micro-batch of 1 does not fit.
     """
-    from .device import precision
-
     settings = settings or training_settings(notebook, profile)
     work = workload(notebook, profile, settings)
     budget = budget_gib if budget_gib is not None else gpu_budget_gib(device)
@@ -341,8 +261,6 @@ def fit_training(notebook: str, profile, settings=None, *, device: torch.device 
 def estimate_table(profile_names=("gpu", "paper")):
     """Profile x notebook: the estimate (bf16/fp16) against a T4, an A100-40GB and an A100-80GB (for the README)."""
     import pandas as pd
-
-    from . import profiles
 
     rows = []
     for name in profile_names:

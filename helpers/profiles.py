@@ -37,7 +37,7 @@ MODEL_VAR = "WORKBOOK_MODEL"  # random:<shape>: random weights of a real shape i
 # whole number, on the same trained runs (scripts/study.py sets it; unset: 1)
 EXAMPLES_VAR = "WORKBOOK_EXAMPLES"
 RANDOM_PREFIX = "random:"
-# The random-weight models: the shape each one has (helpers.memory.KNOWN_SHAPES holds the sizes).
+# The random-weight models: the shape each one has (helpers.shapes.KNOWN_SHAPES holds the sizes).
 RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
 
 
@@ -46,7 +46,7 @@ class Profile:
     """What every notebook shares: the model, the corpus, precision, the seed and LoRA's defaults.
 
     Each paper's own sizes live in its package's ``settings.py`` (:func:`settings_for`); the masked-LM recipe of
-    notebook 02 (and of the adapter notebooks 03, 05 and 06 read) in ``training.MASKED_LM_RECIPES``.
+    notebook 02 (and of the adapter notebooks 03, 05 and 06 read) in ``mntp_recipe.MASKED_LM_RECIPES``.
     """
 
     name: str
@@ -219,7 +219,7 @@ def current() -> Profile:
 
 PAPERS = papers.PACKAGES  # the paper packages with settings, from the registry (helpers.papers)
 # The package whose settings each notebook's parameters cell reads (``settings_for(paper)``; notebook 02's, mntp's, are
-# the masked-LM recipe, ``training.MASKED_LM_RECIPES``), from the registry
+# the masked-LM recipe, ``mntp_recipe.MASKED_LM_RECIPES``), from the registry
 NOTEBOOK_PAPERS = papers.NOTEBOOK_PACKAGES
 
 

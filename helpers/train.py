@@ -29,13 +29,13 @@ The function, ``train_command(profile, seed, *, progress=True[, stop_after=None]
 - ``stop_after``: passed on to every ``training.train`` call (stop after that step, a checkpoint there, as an
   interruption would);
 - ``progress``: passed on to ``training.train``;
-- ``micro_batch`` (optional; leave it out to refuse ``--micro-batch``): ``training.split_step(settings, micro_batch)``
+- ``micro_batch`` (optional; leave it out to refuse ``--micro-batch``): ``distributed.split_step(settings, micro_batch)``
   applied to the settings ``memory.fit_training`` returns;
 - ``**fixed``: the keyword arguments its registry entry binds (e.g. ``objective="mntp"``);
 - returns the list of run folders (``Path``) it trained or found finished;
 - runs in every process of a launch: what it reads must be the same in all of them, and whatever it writes outside
-  ``training.train`` and ``training.save_adapter`` (a ``store.Run.finish`` result, a cache) goes through
-  ``training.on_main_process``.
+  ``training.train`` and ``adapters.save_adapter`` (a ``store.Run.finish`` result, a cache) goes through
+  ``distributed.on_main_process``.
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def train(names: Sequence[str], profile_name: str, seed: int | None = None, *, m
     notebook under the same variables uses: a bf16 and a float32 run never share a folder.
     ``stop_after``: None, or a whole number >= 1.
     """
-    from . import training
+    from . import distributed
     from .checks import whole_number
 
     unknown = [name for name in names if name not in TRAINERS]
@@ -106,7 +106,7 @@ def train(names: Sequence[str], profile_name: str, seed: int | None = None, *, m
         options = {"micro_batch": micro_batch, "stop_after": stop_after}
         found = TRAINERS[name](profile, seed, progress=progress, **options)
         folders.extend(found)
-        launch = training.launched()
+        launch = distributed.launched()
         if launch is None or launch.is_main_process:
             for folder in found:
                 print(f"[{name}] {describe_run(folder)}")
@@ -210,14 +210,14 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import training
+    from . import distributed
 
     args = parse_arguments(argv)
     options = [*(["--stop-after", str(args.stop_after)] if args.stop_after is not None else []),
                *(["--micro-batch", str(args.micro_batch)] if args.micro_batch is not None else []),
                *(["--no-progress"] if args.no_progress or args.parallel > 1 else [])]
     if args.seeds is not None:
-        if training.launched() is not None:
+        if distributed.launched() is not None:
             raise SystemExit("--seeds starts one process per seed itself: run it with python, not accelerate launch "
                              "(or launch each seed with --seed)")
         codes = run_seeds(args.names, args.profile, args.seeds, args.parallel, options)

@@ -76,6 +76,7 @@ def test_routing_leaves_other_calls_to_the_base_attention():
 def test_training_with_checkpointing_follows_the_same_losses(tmp_path):
     """``TrainConfig(gradient_checkpointing=True)`` (gpu and paper profiles) trains to the same losses, per-row masks on."""
     from helpers import objectives as O
+    from helpers import mntp_adapter
     from helpers import training as T
 
     records = {}
@@ -86,7 +87,7 @@ def test_training_with_checkpointing_follows_the_same_losses(tmp_path):
         config = T.TrainConfig(steps=3, batch_size=2, lr=1e-2, eval_every=0, seed=1, gradient_checkpointing=checkpointing)
         evals = O.fixed_eval_batches("mntp", blocks[:2], batch_size=2, num_batches=1, mask_id=mask_id,
                                      vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
-        _, run = T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
+        _, run = mntp_adapter.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                         config=config, run_dir=tmp_path / str(checkpointing), mask_id=mask_id,
                                         mask=M.magnet([(4, 9)]), progress=False, lora=T.LoraSettings(r=4, alpha=8, dropout=0.0))
         records[checkpointing] = [r["loss"] for r in run if "loss" in r]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import helpers.austen
+import helpers.labels
 from helpers import data
 from helpers.data import (
     SPLIT_NAMES,
@@ -181,7 +183,7 @@ def test_missing_cache_raises_missing_asset_error_naming_path_and_fix(tmp_path, 
 
 def test_fetch_without_apt_explains_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path))
-    monkeypatch.setattr(data.shutil, "which", lambda name: None)
+    monkeypatch.setattr(helpers.austen.shutil, "which", lambda name: None)
     with pytest.raises(MissingAssetError, match=r"apt-get and dpkg.*make setup"):
         data.fetch_austen()
     assert not (tmp_path / "austen" / "novels.json").exists()
@@ -193,11 +195,11 @@ def test_fetch_without_apt_explains_what_to_do(tmp_path, monkeypatch):
 def test_r_blob_decompression_types():
     payload = b"X\n" + bytes(range(200))
     header = struct.pack(">I", len(payload))
-    assert data._decompress_r_blob(header + zlib.compress(payload), 1, "t") == payload
-    assert data._decompress_r_blob(header + b"2" + bz2.compress(payload), 3, "t") == payload
-    assert data._decompress_r_blob(header + b"0" + payload, 2, "t") == payload
+    assert helpers.austen._decompress_r_blob(header + zlib.compress(payload), 1, "t") == payload
+    assert helpers.austen._decompress_r_blob(header + b"2" + bz2.compress(payload), 3, "t") == payload
+    assert helpers.austen._decompress_r_blob(header + b"0" + payload, 2, "t") == payload
     with pytest.raises(ValueError, match="header says"):
-        data._decompress_r_blob(struct.pack(">I", 5) + zlib.compress(payload), 1, "t")
+        helpers.austen._decompress_r_blob(struct.pack(">I", 5) + zlib.compress(payload), 1, "t")
 
 
 def test_hub_corpus_drops_headings_and_blank_lines(monkeypatch):
@@ -313,7 +315,7 @@ def test_conll2003_maps_tag_ids_to_names_skips_empty_rows_and_limits(monkeypatch
     monkeypatch.setattr(sys.modules["datasets"], "load_dataset", load_dataset, raising=False)
     sentences = data.conll2003("test")
     # both parquet conversions, the script-free copy, then the repositories
-    assert asked == [*data.CONLL2003_HUB_IDS, *data.CONLL2003_PARQUET_COPIES, *data.CONLL2003_HUB_IDS]
+    assert asked == [*data.CONLL2003_HUB_IDS, *helpers.labels.CONLL2003_PARQUET_COPIES, *data.CONLL2003_HUB_IDS]
     assert [s.words for s in sentences] == [("John", "Smith", "left", "."), ("Ann", "left")]
     assert sentences[0].ner == ("B-PER", "I-PER", "O", "O")
     assert sentences[0].pos == ("NNP", "NNP", "VBD", ".")

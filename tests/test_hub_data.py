@@ -12,7 +12,7 @@ import sys
 import datasets
 import pytest
 
-from helpers import data, models, profiles
+from helpers import data, labels, models, profiles
 from helpers.papers import openltg
 from helpers import masks as M
 from helpers.papers import sequence_repetition as R
@@ -46,7 +46,7 @@ SCRIPT_REFUSAL = "Dataset scripts are no longer supported, but found conll2003.p
 
 
 def conll_features():
-    tags = lambda column: datasets.List(datasets.ClassLabel(names=list(data.CONLL2003_TAG_NAMES[column])))
+    tags = lambda column: datasets.List(datasets.ClassLabel(names=list(labels.CONLL2003_TAG_NAMES[column])))
     return datasets.Features({"id": datasets.Value("string"), "tokens": datasets.List(datasets.Value("string")),
                               "pos_tags": tags("pos_tags"), "chunk_tags": tags("chunk_tags"), "ner_tags": tags("ner_tags")})
 
@@ -74,7 +74,7 @@ def hub(tmp_path, monkeypatch):
 
     def load_dataset(path, name=None, *, split=None, revision=None, **kwargs):
         asked.append((path, name, split, revision))
-        if path in data.CONLL2003_HUB_IDS and revision != data.PARQUET_REVISION:
+        if path in labels.CONLL2003_HUB_IDS and revision != labels.PARQUET_REVISION:
             raise RuntimeError(SCRIPT_REFUSAL)
         key = (path + (f"@{revision}" if revision else ""), name, split)
         if key not in paths:
@@ -114,7 +114,7 @@ def test_conll2003_loads_from_the_parquet_conversion_with_its_tag_names(hub, tok
     assert sentences[0].words[:3] == ("EU", "rejects", "German")
     assert sentences[0].ner == ("B-ORG", "O", "B-MISC", "O", "O", "O", "B-MISC", "O", "O")
     assert sentences[0].pos[:3] == ("NNP", "VBZ", "JJ") and sentences[0].chunks[:2] == ("B-NP", "B-VP")
-    assert hub[0] == ("eriktks/conll2003", None, "train", data.PARQUET_REVISION)
+    assert hub[0] == ("eriktks/conll2003", None, "train", labels.PARQUET_REVISION)
     settings = R.SETTINGS["gpu"]
     small = dataclasses.replace(settings, train_sentences=3, validation_sentences=2, test_sentences=None)
     tagging = R.load_tagging_data(tokenizer, "ner", small, GPU.corpus)
@@ -126,7 +126,7 @@ def test_conll2003_loads_from_the_parquet_conversion_with_its_tag_names(hub, tok
 
 
 def test_without_conll2003_notebook_04_falls_back_to_silver_labels_with_a_warning(hub, tokenizer, monkeypatch, tmp_path):
-    monkeypatch.setattr(data, "PARQUET_REVISION", "refs/convert/missing")  # the Hub has no such branch
+    monkeypatch.setattr(labels, "PARQUET_REVISION", "refs/convert/missing")  # the Hub has no such branch
     monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path / "cache"))  # silver labels are cached; keep them here
     settings = R.SETTINGS["gpu"]
     small = dataclasses.replace(settings, train_sentences=2, validation_sentences=1, test_sentences=1)

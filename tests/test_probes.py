@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from helpers import attention, checks, data, masks, metrics, models, objectives, profiles
-from helpers import training
+from helpers import adapters, mntp_adapter, training
 from helpers.papers import openltg
 from helpers.papers import sequence_repetition as repetition
 from helpers.papers.emat import experiment_data as emat_data, mechanism as emat_mechanism
@@ -249,16 +249,16 @@ PROBES = [
     ("LoraSettings no targets", lambda: training.LoraSettings(target_modules=()), "target_modules", "()"),
     ("LoraSettings string targets", lambda: training.LoraSettings(target_modules="q_proj"), "target_modules",
      "'q_proj'"),
-    ("masked_lm_experiment unknown objective", lambda: training.masked_lm_experiment(
+    ("masked_lm_experiment unknown objective", lambda: mntp_adapter.masked_lm_experiment(
         model(), tokenizer(), objective="clm", train_blocks=ids(8, 4), eval_batches=[{}],
         config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "objective", "'clm'"),
-    ("masked_lm_experiment no eval batches", lambda: training.masked_lm_experiment(
+    ("masked_lm_experiment no eval batches", lambda: mntp_adapter.masked_lm_experiment(
         model(), tokenizer(), objective="mntp", train_blocks=ids(8, 4), eval_batches=[],
         config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "eval_batches", "[]"),
-    ("masked_lm_experiment empty blocks", lambda: training.masked_lm_experiment(
+    ("masked_lm_experiment empty blocks", lambda: mntp_adapter.masked_lm_experiment(
         model(), tokenizer(), objective="mntp", train_blocks=ids(8, 4)[:0], eval_batches=[{}],
         config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5), "train_blocks", None),
-    ("load_adapter empty folder", lambda: training.load_adapter(model(), "/nonexistent/adapter"), "path", None),
+    ("load_adapter empty folder", lambda: adapters.load_adapter(model(), "/nonexistent/adapter"), "path", None),
     # repetition
     ("repeat_ids negative r", lambda: repetition.repeat_ids(ids(4), -1), "r", "-1"),
     ("repeat_batch unknown policy", lambda: repetition.repeat_batch(ids(4), r=1, policy="tight"), "policy",
@@ -312,7 +312,7 @@ PROBES = [
     ("features empty sentences", lambda: decoder().features([]), "sentences", "[]"),
     ("naive_complete empty sentences", lambda: emat_mechanism.naive_complete(decoder(), None, [], 3), "sentences", "[]"),
     ("collate empty sentences", lambda: repetition.experiment_data.collate([], ["O"], 0), "sentences", None),
-    ("masked_lm_experiment too long a block, no eval batches", lambda: training.masked_lm_experiment(
+    ("masked_lm_experiment too long a block, no eval batches", lambda: mntp_adapter.masked_lm_experiment(
         model(), tokenizer(), objective="mntp", train_blocks=ids(model().config.max_position_embeddings + 1, 2),
         eval_batches=[], config=training.TrainConfig(steps=1, batch_size=1), run_dir="/nonexistent/run", mask_id=5),
      "train_blocks", None),

@@ -50,7 +50,7 @@ def test_settings_that_follow_the_seed_get_the_study_seed_and_others_stay(monkey
 
 
 def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_it(monkeypatch):
-    from helpers import device, models, training
+    from helpers import device, mntp_adapter, models
 
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
     monkeypatch.delenv(profiles.SEED_VAR, raising=False)
@@ -61,7 +61,7 @@ def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_
     bf16 = profiles.current()
     assert bf16.dtype == "bfloat16" and bf16.replace(dtype="float32") == plain
     assert models.weight_dtype_name(bf16) == "bfloat16"
-    assert training.masked_lm_run_key(bf16, "mntp") != training.masked_lm_run_key(plain, "mntp")
+    assert mntp_adapter.masked_lm_run_key(bf16, "mntp") != mntp_adapter.masked_lm_run_key(plain, "mntp")
     from helpers.papers.diffusion.experiment import FineTuneKey
     from helpers.papers.openltg.experiment import GenerationsKey
     from helpers.papers.magnet.experiment import run_key
@@ -74,12 +74,12 @@ def test_the_dtype_override_changes_only_the_dtype_and_every_run_key_that_holds_
     monkeypatch.setenv(profiles.DTYPE_VAR, "auto")
     monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: frozenset({"avx2"}))
     assert models.weight_dtype_name() == "float32"
-    assert training.masked_lm_run_key(profiles.current(), "mntp") == training.masked_lm_run_key(plain, "mntp")
+    assert mntp_adapter.masked_lm_run_key(profiles.current(), "mntp") == mntp_adapter.masked_lm_run_key(plain, "mntp")
     monkeypatch.setattr(device, "cpu_flags", lambda cpuinfo=None: frozenset({"amx_bf16"}))
     assert models.weight_dtype_name() == "bfloat16"
     monkeypatch.delenv(profiles.DTYPE_VAR)  # the cpu profile's own dtype is the device's choice
     assert models.weight_dtype_name() == "bfloat16"
-    assert training.masked_lm_run_key(profiles.current(), "mntp") != training.masked_lm_run_key(plain, "mntp")
+    assert mntp_adapter.masked_lm_run_key(profiles.current(), "mntp") != mntp_adapter.masked_lm_run_key(plain, "mntp")
 
 
 @pytest.mark.parametrize("raw", ["half", "fp32", "int8"])

@@ -4,7 +4,7 @@ import shutil
 import pytest
 import torch
 
-from helpers import memory, models, profiles, training
+from helpers import embedded_model, memory, mntp_adapter, models, profiles
 
 
 @pytest.fixture
@@ -22,8 +22,8 @@ def test_the_model_override_changes_only_the_model_and_every_run_key(clean_env, 
     chosen = profiles.current()
     assert chosen.model_name == "random:smollm2-360m" and chosen.replace(model_name=plain.model_name) == plain
     assert profiles.is_random_model(chosen) and not profiles.is_random_model(plain)
-    key = training.masked_lm_run_key(chosen, "mntp")
-    assert key != training.masked_lm_run_key(plain, "mntp") and key["model"] == "random:smollm2-360m"
+    key = mntp_adapter.masked_lm_run_key(chosen, "mntp")
+    assert key != mntp_adapter.masked_lm_run_key(plain, "mntp") and key["model"] == "random:smollm2-360m"
     assert memory.workload("02", chosen).model.name == "SmolLM2-360M (random)"  # the estimate knows the shape offline
 
 
@@ -39,7 +39,7 @@ def test_an_unknown_model_override_names_the_variable_and_the_known_shapes(clean
 
 
 def test_random_weights_load_offline_from_the_tokenizer_alone_seeded_and_say_so(clean_env, tmp_path, capsys):
-    source = models._embedded_target_dir()
+    source = embedded_model._embedded_target_dir()
     if not (source / "tokenizer.json").is_file():
         pytest.skip("embedded tokenizer not fetched (run `make setup`)")
     folder = tmp_path / models.EMBEDDED_DIR_NAME

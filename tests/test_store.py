@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import data, models, paths, store
+from helpers import data, file_io, models, paths, store
 
 
 @dataclass(frozen=True)
@@ -253,14 +253,14 @@ def test_write_together_killed_before_its_journal_keeps_every_old_file(tmp_path,
     files = [tmp_path / "ledger.json", tmp_path / "README.md"]
     for path in files:
         path.write_text("old")
-    real_write_json = store.write_json
+    real_write_json = file_io.write_json
 
     def killed_writing_the_journal(path, value, **options):
         if str(path).endswith("journal.json"):
             raise KeyboardInterrupt
         return real_write_json(path, value, **options)
 
-    monkeypatch.setattr(store, "write_json", killed_writing_the_journal)
+    monkeypatch.setattr(file_io, "write_json", killed_writing_the_journal)  # store.write_together's own write
     with pytest.raises(KeyboardInterrupt):
         store.write_together({path: "new" for path in files}, tmp_path / ".journal.json")
     monkeypatch.undo()

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import profiles, training
+from helpers import mntp_adapter, mntp_recipe, profiles, training
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_PROCESS = "python -m helpers.train mntp --profile smoke --micro-batch 1"
@@ -174,7 +174,7 @@ def test_the_notebook_finds_the_runs_the_command_trained_and_trains_no_step(tmp_
     # notebook 02's cells, as they stand
     cfg = profiles.current()
     model, tokenizer = models.load_model(cfg.model_name)
-    recipe = training.masked_lm_recipe(cfg)
+    recipe = mntp_recipe.masked_lm_recipe(cfg)
     mlm_data = mntp_experiment.load_data(tokenizer, cfg, recipe, mask_token="underscore")
     fitted = memory.fit_training("02", cfg, recipe)
     comparison = mntp_experiment.train_both(cfg, tokenizer, mlm_data, recipe=fitted, mask_token="underscore")
@@ -185,7 +185,7 @@ def test_the_notebook_finds_the_runs_the_command_trained_and_trains_no_step(tmp_
                 (run / "checkpoint" / "state.pt").stat().st_mtime_ns) == before[objective]  # not a step more
         assert comparison.runs[objective.upper()] == training.read_metrics(run)
     assert comparison.mntp_adapter_path.parent == root / "data" / "cache" / "adapters"
-    assert training.mntp_adapter(cfg)[0] == comparison.mntp_adapter_path  # where notebooks 03, 05 and 06 look
+    assert mntp_adapter.mntp_adapter(cfg)[0] == comparison.mntp_adapter_path  # where notebooks 03, 05 and 06 look
 
 
 def test_a_seed_study_runs_one_process_per_seed_into_its_own_folder(tmp_path):
@@ -196,7 +196,7 @@ def test_a_seed_study_runs_one_process_per_seed_into_its_own_folder(tmp_path):
     runs = sorted((root / "runs").glob("02_mntp_smoke_*"))
     seeds = {json.loads((run / "settings.json").read_text())["settings"]["config"]["seed"]: run for run in runs}
     assert sorted(seeds) == [0, 1] and len(runs) == 2  # the seed is part of the key: a folder each
-    assert seeds[0].name == training.notebook02_mntp_run(profiles.get("smoke")).name  # seed 0 is the notebook's run
+    assert seeds[0].name == mntp_adapter.notebook02_mntp_run(profiles.get("smoke")).name  # seed 0 is the notebook's run
     for run in runs:
         assert [r["step"] for r in training.read_metrics(run) if "loss" in r] == [1, 2, 3, 4]
     assert len(list((root / "data" / "cache" / "adapters").iterdir())) == 2
@@ -366,10 +366,10 @@ def test_the_command_keys_its_runs_by_workbook_dtype_like_the_notebooks(smoke_ro
         monkeypatch.setenv(profiles.DTYPE_VAR, dtype)
         train.train(["mntp"], "smoke", progress=False)
         assert seen[dtype] == profiles.current()  # the profile a notebook under the same variables reads
-        key = training.masked_lm_run_key(seen[dtype], "mntp")
+        key = mntp_adapter.masked_lm_run_key(seen[dtype], "mntp")
         assert key["dtype"] == dtype
         folders[dtype] = experiment.run_folder(seen[dtype], "mntp", key)
-        assert folders[dtype] == training.notebook02_mntp_run(profiles.current())  # the notebook's own folder
+        assert folders[dtype] == mntp_adapter.notebook02_mntp_run(profiles.current())  # the notebook's own folder
     assert folders["float32"] != folders["bfloat16"]  # a bf16 run never trains into the float32 run's folder
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import models, profiles, store
+from helpers import adapters, distributed, mntp_adapter, models, profiles, store
 from helpers import objectives as O
 from helpers import training as T
 from helpers.device import resolve_four_bit
@@ -23,7 +23,7 @@ def experiment(run_dir, stop_after=None, resume=True, config=CONFIG, progress=Fa
     mask_id = O.resolve_mask_token(tokenizer, "underscore")
     evals = O.fixed_eval_batches("mntp", blocks[:4], batch_size=2, num_batches=2, mask_id=mask_id,
                                  vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
-    return T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
+    return mntp_adapter.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                   config=config, run_dir=run_dir, mask_id=mask_id, stop_after=stop_after,
                                   resume=resume, progress=progress,
                                   lora=T.LoraSettings(r=4, alpha=8, dropout=0.1))
@@ -71,18 +71,18 @@ def test_a_bf16_model_trains_its_float32_lora_weights_on_a_cpu(tmp_path, monkeyp
 
 def test_adapter_round_trip(tmp_path):
     model, _ = experiment(tmp_path / "run", config=T.TrainConfig(steps=2, batch_size=2, lr=1e-2))
-    path = T.save_adapter(model, tmp_path / "adapter")
+    path = adapters.save_adapter(model, tmp_path / "adapter")
     base, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
-    loaded = T.load_adapter(base, path)
+    loaded = adapters.load_adapter(base, path)
     ids = torch.randint(10, 2000, (1, 8))
     with torch.no_grad():
         assert torch.allclose(loaded(ids).logits, model(ids).logits, atol=1e-5)
     with pytest.raises(ValueError, match="path="):
-        T.load_adapter(base, tmp_path)
+        adapters.load_adapter(base, tmp_path)
     (path / "adapter_model.safetensors").unlink()  # a folder whose weights file is gone: not peft's "Repo id ..."
     with pytest.raises(store.CorruptFileError, match=re.escape(str(path / "adapter_model.safetensors")) +
                        r" is missing.*damaged or truncated\. Delete " + re.escape(str(path))):
-        T.load_adapter(base, path)
+        adapters.load_adapter(base, path)
 
 
 def test_bad_train_config_and_targets():
@@ -99,7 +99,7 @@ def test_sequence_longer_than_the_model_is_rejected(tmp_path):
     model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32")
     too_long = torch.randint(10, 2000, (2, model.config.max_position_embeddings + 1))
     with pytest.raises(ValueError, match="max_position_embeddings"):
-        T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=too_long, eval_batches=[{}],
+        mntp_adapter.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=too_long, eval_batches=[{}],
                                config=CONFIG, run_dir=tmp_path, mask_id=5)
 
 
@@ -136,7 +136,7 @@ def test_a_changed_mask_token_is_part_of_the_run_settings(tmp_path):
     blocks = torch.randint(10, 2000, (12, 16), generator=torch.Generator().manual_seed(0))
     eos = O.resolve_mask_token(tokenizer, "eos")
     with pytest.raises(ValueError, match=r"run.mask_id: \d+ -> " + str(eos)):
-        T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=[{}], config=CONFIG,
+        mntp_adapter.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=[{}], config=CONFIG,
                                run_dir=run, mask_id=eos, progress=False, lora=T.LoraSettings(r=4, alpha=8, dropout=0.1))
 
 
@@ -188,13 +188,13 @@ def test_an_added_mask_token_grows_the_embeddings_and_an_unknown_id_is_refused(t
     config = T.TrainConfig(steps=2, batch_size=2, lr=1e-2)
     evals = O.fixed_eval_batches("mntp", blocks[:2], batch_size=2, num_batches=1, mask_id=mask_id,
                                  vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
-    trained, records = T.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
+    trained, records = mntp_adapter.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
                                               config=config, run_dir=tmp_path / "added", mask_id=mask_id,
                                               progress=False)
     assert trained.get_input_embeddings().weight.shape[0] > mask_id and all(math.isfinite(r["loss"]) for r in records if "loss" in r)
     fresh, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
     with pytest.raises(ValueError, match=rf"mask_id={rows + 5} is past the model's {rows} embedding rows"):
-        T.masked_lm_experiment(fresh, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals, config=config,
+        mntp_adapter.masked_lm_experiment(fresh, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals, config=config,
                                run_dir=tmp_path / "bad", mask_id=rows + 5, progress=False)
 
 
@@ -203,19 +203,19 @@ def test_adapters_are_keyed_by_their_settings_and_checked_on_load(tmp_path, monk
 
     monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path)  # adapters only; the tokenizer stays in the real cache
     smoke = profiles.get("smoke")
-    config, lora = T.mlm_train_config(smoke), T.lora_settings(smoke)
-    underscore = T.masked_lm_run_key(smoke, "mntp", "underscore", config, lora)
-    eos = T.masked_lm_run_key(smoke, "mntp", "eos", config, lora)
-    assert T.adapter_path("mntp", smoke.model_name, underscore) != T.adapter_path("mntp", smoke.model_name, eos)
+    config, lora = mntp_adapter.mlm_train_config(smoke), T.lora_settings(smoke)
+    underscore = mntp_adapter.masked_lm_run_key(smoke, "mntp", "underscore", config, lora)
+    eos = mntp_adapter.masked_lm_run_key(smoke, "mntp", "eos", config, lora)
+    assert adapters.adapter_path("mntp", smoke.model_name, underscore) != adapters.adapter_path("mntp", smoke.model_name, eos)
     model, _ = experiment(tmp_path / "run", config=T.TrainConfig(steps=1, batch_size=2, lr=1e-2))
-    path = T.save_adapter(model, T.adapter_path("mntp", smoke.model_name, eos), eos)
-    assert T.mntp_adapter(smoke) is None  # the eos adapter is not the one later notebooks ask for
+    path = adapters.save_adapter(model, adapters.adapter_path("mntp", smoke.model_name, eos), eos)
+    assert mntp_adapter.mntp_adapter(smoke) is None  # the eos adapter is not the one later notebooks ask for
     base, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
     with pytest.raises(ValueError, match="mask_token: 'eos' -> 'underscore'"):
-        T.load_adapter(base, path, expected=underscore)
+        adapters.load_adapter(base, path, expected=underscore)
     (path / "adapter_model.safetensors").write_bytes((path / "adapter_model.safetensors").read_bytes()[:200])
     with pytest.raises(ValueError, match="adapter_model|damaged"):
-        T.load_adapter(base, path, expected=eos)
+        adapters.load_adapter(base, path, expected=eos)
 
 
 def test_an_adapter_trained_with_another_mask_id_than_its_setting_is_refused_by_name(tmp_path, monkeypatch):
@@ -223,14 +223,14 @@ def test_an_adapter_trained_with_another_mask_id_than_its_setting_is_refused_by_
 
     monkeypatch.setattr(paths, "cache_dir", lambda: tmp_path)
     smoke = profiles.get("smoke")
-    underscore = T.masked_lm_run_key(smoke, "mntp", "underscore", T.mlm_train_config(smoke), T.lora_settings(smoke))
+    underscore = mntp_adapter.masked_lm_run_key(smoke, "mntp", "underscore", mntp_adapter.mlm_train_config(smoke), T.lora_settings(smoke))
     model, _ = experiment(tmp_path / "run", config=T.TrainConfig(steps=1, batch_size=2, lr=1e-2))
     tokenizer = models.load_tokenizer("tiny-random:llama")
     eos_id = O.resolve_mask_token(tokenizer, "eos")  # data built for the eos mask, saved under the underscore name
-    T.save_adapter(model, T.adapter_path("mntp", smoke.model_name, underscore), {**underscore, "mask_id": eos_id})
+    adapters.save_adapter(model, adapters.adapter_path("mntp", smoke.model_name, underscore), {**underscore, "mask_id": eos_id})
     with pytest.raises(ValueError, match=rf"trained with mask id {eos_id} .* resolves to id "
                                          rf"{O.resolve_mask_token(tokenizer, 'underscore')} .*rerun notebook 02"):
-        T.load_or_train_mntp(smoke, progress=False)
+        mntp_adapter.load_or_train_mntp(smoke, progress=False)
 
 
 @pytest.mark.parametrize("changes, name", [
@@ -309,7 +309,7 @@ def test_a_finished_run_trains_no_more_steps_and_leaves_its_metrics_untouched(tm
 @pytest.mark.parametrize("processes", [1, 2, 3, 4, 5])
 def test_processes_share_each_steps_micro_batches_once_and_evenly(processes):
     for grad_accum in range(1, 9):
-        shares = [list(T.process_micro_batches(grad_accum, index, processes)) for index in range(processes)]
+        shares = [list(distributed.process_micro_batches(grad_accum, index, processes)) for index in range(processes)]
         assert sorted(sum(shares, [])) == list(range(grad_accum))  # the effective batch of one process, no more
         assert max(map(len, shares)) - min(map(len, shares)) <= 1
         if grad_accum % processes == 0:
@@ -317,10 +317,10 @@ def test_processes_share_each_steps_micro_batches_once_and_evenly(processes):
 
 
 def test_micro_batch_seeds_differ_per_micro_batch_and_from_the_batch_generators():
-    seeds = {T.micro_batch_seed(seed, step, micro) for seed in range(3) for step in range(50) for micro in range(4)}
+    seeds = {distributed.micro_batch_seed(seed, step, micro) for seed in range(3) for step in range(50) for micro in range(4)}
     assert len(seeds) == 3 * 50 * 4
     for parts in [(0, 0, 0), (0, 3, 1), (2, 7, 0)]:  # not the generator a batch was drawn from (no correlation)
-        draw = torch.rand(8, generator=torch.Generator().manual_seed(T.micro_batch_seed(*parts)))
+        draw = torch.rand(8, generator=torch.Generator().manual_seed(distributed.micro_batch_seed(*parts)))
         assert not torch.equal(draw, torch.rand(8, generator=O.seeded_generator(*parts)))
 
 
@@ -373,22 +373,22 @@ def test_a_failed_adapter_write_names_the_folder_and_keeps_the_previous_adapter(
 
     from safetensors import SafetensorError
 
-    path = T.save_adapter(FakeAdapter(1.0), tmp_path / "adapters" / "mntp-x", {"mask_id": 5})
+    path = adapters.save_adapter(FakeAdapter(1.0), tmp_path / "adapters" / "mntp-x", {"mask_id": 5})
     before = {p.name: p.read_bytes() for p in path.iterdir()}
     fail = (OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) if failure == "oserror" else
             SafetensorError("Error while serializing: I/O error: File too large (os error 27)"))
     with pytest.raises(store.WriteError, match=re.escape(f"could not write {path} (") + r"(No space left on device|"
                        r"File too large)\); the previous adapter there is intact .*checkpoint is untouched"):
-        T.save_adapter(FakeAdapter(2.0, fail), path, {"mask_id": 5})
+        adapters.save_adapter(FakeAdapter(2.0, fail), path, {"mask_id": 5})
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["mntp-x"]  # no scratch folder, no .old left
     with pytest.raises(ValueError, match="a bug, not a write"):  # an error that is no failed write passes unchanged
-        T.save_adapter(FakeAdapter(2.0, ValueError("a bug, not a write")), path)
+        adapters.save_adapter(FakeAdapter(2.0, ValueError("a bug, not a write")), path)
 
 
 def _hammer(path, fill: float, times: int) -> None:
     for _ in range(times):
-        T.save_adapter(FakeAdapter(fill), path, {"fill": fill})
+        adapters.save_adapter(FakeAdapter(fill), path, {"fill": fill})
 
 
 def test_two_processes_saving_one_adapter_at_once_both_succeed(tmp_path):
@@ -406,6 +406,6 @@ def test_two_processes_saving_one_adapter_at_once_both_succeed(tmp_path):
     assert [worker.exitcode for worker in workers] == [0, 0]
     from safetensors.torch import load_file
 
-    fill = T.adapter_metadata(path)["fill"]  # weights and metadata are one save's, never a mix
+    fill = adapters.adapter_metadata(path)["fill"]  # weights and metadata are one save's, never a mix
     assert torch.equal(load_file(path / "adapter_model.safetensors")["w"], torch.full((256,), fill))
     assert sorted(p.name for p in path.parent.iterdir()) == ["mntp-x"]

@@ -19,7 +19,8 @@ def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = 
     """Where a notebook's claims come from: the profile (name and the fingerprint of all its settings), the
     fingerprint of the settings of every run the claims rest on (``runs``: name -> settings object), the seeds, the
     code (commit, and whether the tree had uncommitted changes) and the machine (CPU model, torch, Python)."""
-    from .. import models, training  # they import transformers, which only a notebook's run needs
+    from .. import models  # it imports transformers, which only a notebook's run needs
+    from .. import mntp_recipe
 
     profile = profiles.get(profile) if isinstance(profile, str) else profile
     if not isinstance(profile, profiles.Profile):
@@ -28,7 +29,7 @@ def provenance(profile, runs: dict | None = None, seeds: Sequence[int] | None = 
     return {"profile": profile.name, "profile_fingerprint": store.fingerprint(profile),
             "runs": {str(name): store.fingerprint(settings) for name, settings in sorted((runs or {}).items())},
             "seeds": sorted({int(seed) for seed in (seeds if seeds is not None else [profile.seed])}),
-            "mntp_adapter": training.loaded_mntp_adapters().get(profile.name),
+            "mntp_adapter": mntp_recipe.loaded_mntp_adapters().get(profile.name),
             "commit": code_identity.git("rev-parse", "HEAD"), "dirty": dirty,
             "model": profile.model_name, "dtype": models.weight_dtype_name(profile),
             "machine": {"cpu": cpu_model(), "device": device_label(get_device()), "torch": torch.__version__,

@@ -14,7 +14,7 @@ canvas of uniformly random tokens instead of masks); their definitions are diffu
 from __future__ import annotations
 
 from ... import ledger
-from ... import training
+from ... import mntp_recipe
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS
 
 PAPER = {
@@ -74,7 +74,7 @@ def _mauve_margin_source(margin: float) -> str:
     return f"ours: ±{margin:g} MAUVE (a tenth of its 0..1 range), fixed before the run"
 
 
-_ON_ADAPTER = dict(trained=True, curve=training.MNTP_HELDOUT_CURVE)  # rows resting on notebook 02's adapter alone
+_ON_ADAPTER = dict(trained=True, curve=mntp_recipe.MNTP_HELDOUT_CURVE)  # rows resting on notebook 02's adapter alone
 _ON_FINE_TUNE = dict(trained=True, curve=FINE_TUNE_HELDOUT_CURVE)  # rows resting on this notebook's fine-tune
 
 CLAIMS = ledger.declare(

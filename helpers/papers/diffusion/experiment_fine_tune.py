@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ... import attention, data, metrics, models, store, training
+from ... import adapters, attention, data, metrics, mntp_adapter, models, store, training
 from ... import masks as M
 from ... import objectives as O
 from ...masked_lm import MaskedLM, MNTPDecoder
@@ -51,7 +51,7 @@ class FineTuneKey:
 
     @classmethod
     def of(cls, profile, settings: DiffusionSettings) -> "FineTuneKey":
-        found = training.mntp_adapter(profile)
+        found = mntp_adapter.mntp_adapter(profile)
         parent = store.fingerprint(found[1]) if found else "none"
         return cls(profile=profile.name, parent=parent, corpus=profile.corpus, steps=settings.fine_tune_steps,
                    batch_size=settings.fine_tune_batch, seq_len=settings.fine_tune_seq_len, lr=settings.fine_tune_lr,
@@ -128,8 +128,8 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
     noise = dict(corruption=corruption, vocab_size=mechanism.noise_vocabulary(backend))
     adapter = run.path / "adapter"
     model = copy.deepcopy(backend.model)
-    if run.finished() is not None and training.adapter_exists(adapter):
-        tuned, records = training.load_adapter(model, adapter, expected=store.canonical_settings(key)), \
+    if run.finished() is not None and adapters.adapter_exists(adapter):
+        tuned, records = adapters.load_adapter(model, adapter, expected=store.canonical_settings(key)), \
             training.read_metrics(run.path)
     else:
         tokenizer = backend.tokenizer
@@ -152,7 +152,7 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
         records = training.train(tuned, batch_for=batch_for, loss_fn=mechanism.diffusion_loss, config=config,
                                  run_dir=run.path, settings={"key": key}, progress=progress,
                                  evaluate=lambda model: {FINE_TUNE_HELDOUT_KEY: heldout_diffusion_loss(model, heldout)})
-        training.save_adapter(tuned, adapter, store.canonical_settings(key))
+        adapters.save_adapter(tuned, adapter, store.canonical_settings(key))
         run.finish({"steps": settings.fine_tune_steps,
                     "last_loss": [record for record in records if "loss" in record][-1]["loss"]})
     merged = tuned.merge_and_unload().eval().requires_grad_(False)
@@ -206,12 +206,8 @@ def high_ratio_hits(samples: mechanism.BoundSamples, threshold: float = 0.5) -> 
 
 def notebook02_eval_batches(tokenizer, profile, mask_id: int) -> list[dict]:
     """Notebook 02's held-out MNTP batches (its recipe's validation blocks, 20 % selected, corrupted once with its
-    fixed seed): the same calls as ``helpers.papers.mntp.experiment.load_data``."""
-    recipe = training.masked_lm_recipe(profile)
-    blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                               recipe.seq_len, max_blocks=recipe.batch_size * recipe.eval_batches)
-    return O.fixed_eval_batches("mntp", blocks, batch_size=recipe.batch_size, num_batches=recipe.eval_batches,
-                                mask_id=mask_id, vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+    fixed seed): the set notebook 02 scores, ``mntp_adapter.notebook02_heldout_batches``."""
+    return mntp_adapter.notebook02_heldout_batches(tokenizer, profile, mask_id)
 
 
 @torch.inference_mode()

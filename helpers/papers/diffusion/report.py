@@ -14,7 +14,7 @@ from dataclasses import asdict
 import numpy as np
 
 from ... import ledger
-from ... import metrics, training
+from ... import metrics, mntp_recipe
 from .declarations import BD3_TIGHTNESS, CLAIMS, NAMES, PAPER  # noqa: F401 (BD3_TIGHTNESS, NAMES: re-exported)
 from .experiment import (BLOCK_CAUSAL, EDITING, LOW_CONFIDENCE, LR_N, MASK_CORRUPTION, MASK_PREDICT, RANDOM, SEMI_AR,
                          TRUTH_ROW, UNIFORM_CORRUPTION, BlockProof,
@@ -258,9 +258,9 @@ def sampler_claims(scores, settings: DiffusionSettings, ratios: tuple[tuple[floa
     cache's speed and quality), and notebook 05's sampler against LLaDA's (a measurement: no paper compares them).
     Every comparison of two samplers is judged by MAUVE against the human continuations (``mauve``:
     :func:`.experiment.judge_against_humans`; :func:`judged_by_humans`). ``mntp_curve``: notebook 02's held-out MNTP
-    curve (``training.mntp_heldout_curve``), which these rows rest on."""
+    curve (``mntp_adapter.mntp_heldout_curve``), which these rows rest on."""
     fewest = min(settings.step_grid)
-    plateau = _held_out(training.MNTP_HELDOUT_CURVE, mntp_curve)
+    plateau = _held_out(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_curve)
 
     def compared(claim_id: str, first: str, second: str, note: str = "") -> ledger.Claim:
         return judged_by_humans(CLAIMS[claim_id], scores, mauve, first, second, note=note, plateau=plateau)
@@ -299,7 +299,7 @@ def fine_tune_claims(study: LikelihoodStudy, accuracy: dict, names: tuple[str, s
     method = f"paired bootstrap over {n} held-out blocks (one training seed)"
     bound = {name: study.bound[name].per_token() for name in names}
     tuned_curve = _held_out(FINE_TUNE_HELDOUT_CURVE, fine_tune_curve)
-    adapter_curve = _held_out(training.MNTP_HELDOUT_CURVE, mntp_curve)
+    adapter_curve = _held_out(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_curve)
     gain = mean_difference(bound[before], bound[after])
     kept = accuracy_difference(accuracy[after], accuracy[before])
     blocks = len(accuracy[after][0])
@@ -350,7 +350,7 @@ def claims(*, identities: dict[str, bool], proof: BlockProof, cache_exact: bool,
     ``mauve``, :func:`.experiment.judge_against_humans`), the fine-tune's and the corruption switch's
     (``corruption_scores``: :func:`.experiment.score` of the two :func:`.experiment.corruption_rows` and the human
     row; ``corruption_bounds``: :func:`.experiment.human_continuation_bounds`). ``mntp_curve``
-    is notebook 02's held-out MNTP curve (``training.mntp_heldout_curve(cfg)``, None when it logged none) and
+    is notebook 02's held-out MNTP curve (``mntp_adapter.mntp_heldout_curve(cfg)``, None when it logged none) and
     ``fine_tune_curve`` the fine-tune's (``FineTuned.heldout_curve``): the trained rows' budget checks."""
     return [*definition_claims(identities, proof, cache_exact, mask_predict_equal),
             *sampler_claims(scores, settings, speed_ratios(speed), device, mauve, mntp_curve),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ... import metrics, seeds, training
+from ... import metrics, seeds
 from ...seeds import StudySeed
 from .mechanism import SamplerConfig, mask_predict_config
 
@@ -51,7 +51,7 @@ class DiffusionSettings:
     fine_tune_steps: int = 16  # the diffusion fine-tune of notebook 02's adapter (LLaDA Eq. 3, 1/t weight)
     fine_tune_batch: int = 4
     fine_tune_seq_len: int = 128
-    fine_tune_lr: float = 5e-4  # notebook 02's cpu rate (training.MaskedLMRecipe)
+    fine_tune_lr: float = 5e-4  # notebook 02's cpu rate (mntp_recipe.MaskedLMRecipe)
     fine_tune_blocks: int = 2000
     # The fine-tune's held-out curve (its budget check): the LLaDA Eq. 3 loss on fine_tune_eval_blocks validation
     # blocks under fixed masks, at step 0, every fine_tune_eval_every steps and the last; every step at cpu, so the
@@ -135,7 +135,7 @@ def evaluations_in_last_half(steps: int, eval_every: int) -> int:
 
 def curve_points(profile) -> dict[str, int]:
     """Held-out curve name -> evaluations in the last half of training under ``profile``: notebook 02's MNTP adapter
-    (its recipe, ``training.MASKED_LM_RECIPES``), which every row rests on, and this notebook's diffusion fine-tune."""
+    (its recipe, ``mntp_recipe.MASKED_LM_RECIPES``), which every row rests on, and this notebook's diffusion fine-tune."""
     from ..mntp import settings as mntp_settings
 
     settings = SETTINGS[profile.name]

@@ -25,6 +25,7 @@ from torch import nn
 from ... import metrics
 from ...checks import whole_number
 from ...masked_lm import MaskedLM
+from ...padding import padded
 
 KS = (1, 3, 5, 10, 50)  # Tables 2-3: accuracy@k for these k
 LENGTH_CLASSES = ("1 token", "2 tokens", "3+ tokens")  # §5.2: "we are only interested in 3 classes"
@@ -350,16 +351,9 @@ def build_gru(mlm: MaskedLM, layers: int = 2, dropout: float = 0.2, train_embedd
                       train_embeddings).to(mlm.device)
 
 
-def _padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
-    targets = torch.full((len(rows), max(len(r) for r in rows)), -100, dtype=torch.long)
-    for i, row in enumerate(rows):
-        targets[i, :len(row)] = torch.tensor(row)
-    return targets
-
-
 def gru_targets(phrase_ids: Sequence[Sequence[int]], eos_id: int, max_steps: int) -> torch.Tensor:
     """The GRU's MTC targets (§4.2): each label's in-context tokens + EOS, cut to ``max_steps``, padded with -100."""
-    return _padded([([*ids] + [eos_id])[:max_steps] for ids in phrase_ids])
+    return padded([([*ids] + [eos_id])[:max_steps] for ids in phrase_ids], -100)[0]
 
 
 def language_model_targets(mlm: MaskedLM, sentences: Sequence[str], max_tokens: int) -> torch.Tensor:
@@ -374,7 +368,7 @@ def language_model_targets(mlm: MaskedLM, sentences: Sequence[str], max_tokens: 
     for sentence in sentences:
         ids = mlm.tokenizer(sentence, add_special_tokens=False).input_ids
         rows.append(ids[:max_tokens] if len(ids) > max_tokens else [*ids, eos])
-    return _padded(rows)
+    return padded(rows, -100)[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import ledger
-from ... import training
+from ... import mntp_recipe
 from .experiment_table1 import PROBE_TASKS
 from .settings import MAGNET_HELDOUT_CURVE
 
@@ -127,7 +127,7 @@ def _table1_declarations() -> list[ledger.Declared]:
         id="magnet.table1.pos.mntp_vs_step0", where="Table 1 (reference: MNTP)",
         says="MNTP training raises the bidirectional POS probe above step 0 (a supporting row; the paper reports no "
              "step 0)", paper_value="> 0", quantity="POS accuracy, MNTP - step 0", kind=ledger.REFERENCE,
-        direction=1, trained=True, curve=training.MNTP_HELDOUT_CURVE, **common))
+        direction=1, trained=True, curve=mntp_recipe.MNTP_HELDOUT_CURVE, **common))
     out.append(ledger.Declared(
         id="magnet.table1.pos.shift_vs_noshift", where="§3.2.2 (i-1 readout)",
         says="the paper reads input token i from output i-1 (\"the representation of input token i is given by output "
@@ -185,7 +185,7 @@ def _table5_declarations() -> list[ledger.Declared]:
                 id=f"magnet.table5.{metric}.llm2vec_vs_base.{claim_slug(set_name)}",
                 says=f"the LLM2Vec-style adaptation raises {label} over the base ({set_name})",
                 paper_value=f"{raised:+.3f} ({set_name})", quantity=f"{label}, LLM2Vec-style - base, {set_name}",
-                direction=1, paper_effect=round(raised, 3), check=REP_CHECK, curve=training.MNTP_HELDOUT_CURVE,
+                direction=1, paper_effect=round(raised, 3), check=REP_CHECK, curve=mntp_recipe.MNTP_HELDOUT_CURVE,
                 **common))
             margin = (paper["MAGNET"][index] - paper["base"][index]) - MUCH_LESS * raised
             out.append(ledger.Declared(
@@ -218,7 +218,7 @@ def _fig6_declarations() -> list[ledger.Declared]:
             id="magnet.fig6.rep4_rise.llm2vec_style",
             says="the LLM2Vec-style adaptation raises repetition as it trains: Rep-4's rise over its run (the base at "
                  "step 0, then MNTP and SimCSE) above 0", paper_value="rises",
-            quantity="Rep-4 rise over the run, LLM2Vec-style", direction=1, curve=training.MNTP_HELDOUT_CURVE,
+            quantity="Rep-4 rise over the run, LLM2Vec-style", direction=1, curve=mntp_recipe.MNTP_HELDOUT_CURVE,
             **common),
     ]
 

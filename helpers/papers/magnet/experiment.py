@@ -20,8 +20,9 @@ import torch
 
 from ... import data as D
 from ... import masks as M
-from ... import models, store
+from ... import adapters, models, store
 from ... import objectives as O
+from ... import mntp_adapter as MNTP
 from ... import training as T
 from ...seeds import seeded_generator
 from .experiment_data import (JointData, augment, display_examples, joint_data, paraphrase,  # noqa: F401 (re-exported)
@@ -85,16 +86,10 @@ HELDOUT_KEY = "heldout_mntp_accuracy"  # the budget check's curve in a joint run
 def heldout_mntp_batches(profile, settings: MagnetSettings, tokenizer) -> list[dict]:
     """The budget check's held-out set: ``settings.heldout_blocks`` validation blocks of ``seq_len`` tokens, corrupted
     once for MNTP (§3.2.1: 20% of the tokens, 80/10/10) with a fixed seed, in batches of ``settings.batch_size``."""
-    wanted = math.ceil(settings.heldout_blocks / settings.batch_size) * settings.batch_size
-    blocks = D.token_blocks(tokenizer, (p.text for p in D.load_paragraphs(profile.corpus, "validation")),
-                            settings.seq_len, max_blocks=wanted)
-    if len(blocks) < wanted:
-        raise ValueError(f"the validation split of corpus={profile.corpus!r} holds {len(blocks)} blocks of "
-                         f"{settings.seq_len} tokens, fewer than heldout_blocks={settings.heldout_blocks} (rounded up to "
-                         f"batches of {settings.batch_size}); lower heldout_blocks")
-    return O.fixed_eval_batches("mntp", blocks, batch_size=settings.batch_size, num_batches=wanted // settings.batch_size,
-                                mask_id=mask_id_for(tokenizer), vocab_size=len(tokenizer),
-                                special_ids=tokenizer.all_special_ids)
+    return MNTP.heldout_batches(tokenizer, profile.corpus, seq_len=settings.seq_len, batch_size=settings.batch_size,
+                                num_batches=math.ceil(settings.heldout_blocks / settings.batch_size),
+                                mask_id=mask_id_for(tokenizer), asked=f"heldout_blocks={settings.heldout_blocks} "
+                                f"(rounded up to batches of {settings.batch_size}); lower heldout_blocks")
 
 
 def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list[str], Callable]:
@@ -263,7 +258,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
         if reached != boundary:
             raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint past step {boundary} but no {snapshot.name}; "
                              "rerun with resume=False")
-        T.save_adapter(peft_model, snapshot)
+        adapters.save_adapter(peft_model, snapshot)
     records = T.train(peft_model, resume=resume, stop_after=stop_after, **train)
     return peft_model, records
 
@@ -291,7 +286,7 @@ def train_magnet(base, tokenizer, profile, settings: MagnetSettings, views: Join
         evaluate=evaluate, lora=key.lora, four_bit=key.four_bit, resume=resume, progress=progress,
         stop_after=stop_after)
     if _finished(records, sum(phase.steps for phase in magnet_phases(settings))):
-        T.save_adapter(model, T.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
+        adapters.save_adapter(model, adapters.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
     return TrainedRun(model, records, run.path)
 
 
@@ -302,11 +297,11 @@ def _finished(records: Sequence[dict], steps: int) -> bool:
 def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: JointData, *,
                         evaluate: Callable | None = None, resume: bool = True, progress: bool = True,
                         stop_after: int | None = None) -> TrainedRun:
-    """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``training.load_or_train_mntp`` trains a short
+    """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``mntp_adapter.load_or_train_mntp`` trains a short
     one when notebook 02 has not run), then a fresh LoRA on SSCL alone, λ = (0, 1, 0), for ``simcse_steps`` steps
     with MAGNET's sentences, positives, instruction and last-token encoding, and no MSG."""
-    mntp_start, _, _ = T.load_or_train_mntp(profile, progress=progress)
-    key = run_key(profile, settings, mntp_adapter=T.mntp_adapter(profile)[1])
+    mntp_start, _, _ = MNTP.load_or_train_mntp(profile, progress=progress)
+    key = run_key(profile, settings, mntp_adapter=MNTP.mntp_adapter(profile)[1])
     run = store.reuse_run(f"03_llm2vec_simcse_{profile.name}", key, resume=resume)
     model, records = joint_experiment(
         mntp_start, tokenizer, phases=[Phase(settings.simcse_steps, 0.0, 1.0, 0.0)], settings=settings,
@@ -379,10 +374,10 @@ def train_command(profile, seed: int | None, *, stop_after: int | None = None, p
 def adapted_model(profile, adapter_dir):
     """A fresh base model with a saved adapter attached (inference), e.g. MAGNET's ``after_phase1`` (MNTP + MSG)."""
     model, _ = models.load_model(profile.model_name)
-    return T.load_adapter(model, adapter_dir).eval()
+    return adapters.load_adapter(model, adapter_dir).eval()
 
 
 def mntp_steps(profile) -> int:
     """How many MNTP steps the cached adapter had (notebook 02's, else the short fallback's), else the recipe's."""
-    found = T.mntp_adapter(profile)
+    found = MNTP.mntp_adapter(profile)
     return found[1]["config"]["steps"] if found else T.masked_lm_recipe(profile).steps

@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from ... import data as D
 from ... import metrics, models
+from ...padding import padded
 from .settings import MagnetSettings
 
 REP_METRICS = ("rep_sen", "rep_4")
@@ -54,13 +55,12 @@ def generate(model, tokenizer, prefixes: Sequence[str], *, max_new_tokens: int, 
         models.check_fits(model, len(ids) + max_new_tokens,
                           f"prefixes[{index}] has {len(ids)} tokens; with max_new_tokens={max_new_tokens} the length")
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id
     out = []
     for first in tqdm(range(0, len(encoded), batch_size), desc="generating", disable=not progress):
         chunk = encoded[first:first + batch_size]
         width = max(len(ids) for ids in chunk)
-        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in chunk], device=device)
-        padding = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in chunk], device=device)
+        input_ids, padding = (tensor.to(device) for tensor in padded(chunk, pad, left=True))
         generated = model.generate(input_ids=input_ids, attention_mask=padding, max_new_tokens=max_new_tokens,
                                    min_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad)
         for row, prefix in enumerate(prefixes[first:first + batch_size]):

@@ -26,6 +26,7 @@ from ... import masks as M
 from ... import objectives as O
 from ...checks import real_number, whole_number
 from ...masked_lm import MNTPDecoder
+from ...padding import padded
 from .settings import MagnetSettings
 
 INSTRUCTION = "Given the sentence, find its representation:"  # §3.2.2, App. A
@@ -213,13 +214,7 @@ def encode_sentences(tokenizer, texts: Sequence[str], *, instruction: str | None
         prompt = f"{instruction} {text}" if instruction else text
         ids = tokenizer(prompt, add_special_tokens=False).input_ids[:max_len - 1] + [tokenizer.eos_token_id]
         rows.append(ids)
-    length = max(len(ids) for ids in rows)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    input_ids = torch.full((len(rows), length), pad, dtype=torch.long)
-    padding = torch.zeros((len(rows), length), dtype=torch.long)
-    for row, ids in enumerate(rows):
-        input_ids[row, :len(ids)] = torch.tensor(ids)
-        padding[row, :len(ids)] = 1
+    input_ids, padding = padded(rows, tokenizer.pad_token_id)
     return {"input_ids": input_ids, "padding_mask": padding}
 
 

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ... import ledger
-from ... import metrics, training
+from ... import metrics, mntp_recipe
 from .declarations import (CLAIMS, FIG6_DATA, FIG6_FLAT, INFILL_DATA, MUCH_LESS, PAPER, PREFIX_DATA,  # noqa: F401
                            PROBE_DATA, REP_INDEX, TABLE1_PAPER_ROWS, TABLE5_SET, TABLE6_ROWS, claim_slug, table1_paper,
                            table6_paper_value)
@@ -163,7 +163,7 @@ def _table1_claims(probes: ProbeStudy, rows: dict, heldout, mntp_heldout) -> lis
     n = probes.n
     boot = f"paired bootstrap over {n} test sentences"
     magnet_curve = _curve(MAGNET_HELDOUT_CURVE, heldout)
-    mntp_curve = _curve(training.MNTP_HELDOUT_CURVE, mntp_heldout)
+    mntp_curve = _curve(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_heldout)
     out = []
     for task in PROBE_TASKS:
         value, low, high = probes.difference(rows["magnet"], rows["base"], task)
@@ -223,7 +223,7 @@ def _table5_claims(generations: dict, heldout, mntp_heldout) -> list[ledger.Clai
     rows on MAGNET's (``heldout``), and count only where the LLM2Vec-style adaptation raised Rep-n over the base."""
     out = []
     magnet_curve = _curve(MAGNET_HELDOUT_CURVE, heldout)
-    mntp_curve = _curve(training.MNTP_HELDOUT_CURVE, mntp_heldout)
+    mntp_curve = _curve(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_heldout)
     for set_name in dict.fromkeys(name for _, name in generations):
         prefixes = len(generations[("base", set_name)])
         method = f"paired bootstrap over {prefixes} prefixes ({set_name})"
@@ -247,7 +247,7 @@ def _fig6_claims(curves: dict, heldout, mntp_heldout) -> list[ledger.Claim]:
     (Table 5), a margin of ours, since the figure gives no number."""
     out = []
     held = {"MAGNET": _curve(MAGNET_HELDOUT_CURVE, heldout),
-            "LLM2Vec-style": _curve(training.MNTP_HELDOUT_CURVE, mntp_heldout)}
+            "LLM2Vec-style": _curve(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_heldout)}
     ids = {"MAGNET": "magnet.fig6.rep4_rise.magnet", "LLM2Vec-style": "magnet.fig6.rep4_rise.llm2vec_style"}
     for name, points in curves.items():
         if len(points) < 3:  # a trend's interval needs a residual
@@ -284,7 +284,7 @@ def claims(*, infilling: dict, generations: dict, probes: ProbeStudy, rows: dict
     ``mntp_msg``. ``curves``: Fig. 6's lines (``experiment_table5.fig6_curves``; None: no Fig. 6 rows).
     ``heldout``: MAGNET's held-out MNTP accuracy ``(step, value)`` over its joint training
     (``metrics.curve_points(records, experiment.HELDOUT_KEY)``), the budget check of the rows that rest on MAGNET's
-    training; ``mntp_heldout``: notebook 02's MNTP run's held-out accuracy (``training.mntp_heldout_curve``), the
+    training; ``mntp_heldout``: notebook 02's MNTP run's held-out accuracy (``mntp_adapter.mntp_heldout_curve``), the
     budget check of the rows that rest on the MNTP adapter. None: not recorded, so no such row reads "not reproduced".
     """
     return [*_table1_claims(probes, rows, heldout, mntp_heldout), *_table4_claims(infilling, heldout),

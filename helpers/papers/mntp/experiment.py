@@ -3,7 +3,7 @@ one budget and seed, scored on the same held-out tokens; and the MNTP adapter th
 
 Both runs use LoRA (App. A: r = 16, α = 32 on the attention projections; AdamW 0.9, 0.999, 1e-8) under the
 bidirectional mask, with the sizes of the profile's masked-LM recipe (:mod:`.settings`). Each run folder and the
-adapter are keyed by ``training.masked_lm_run_key``, the one key ``training.mntp_adapter`` also looks up, so the
+adapter are keyed by ``mntp_adapter.masked_lm_run_key``, the one key ``mntp_adapter.mntp_adapter`` also looks up, so the
 adapter saved here under the default mask token is the one the later notebooks find.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ... import data, models, store, training
+from ... import adapters, data, distributed, mntp_adapter, mntp_recipe, models, store, training
 from ... import masks as M
 from ... import objectives as O
 from . import mechanism
@@ -27,26 +27,22 @@ class MaskedLMData:
     mask_id: int
     train_blocks: torch.Tensor
     eval_batches: dict[str, list[dict]]  # objective -> batches, corrupted once with a fixed seed
-    recipe: training.MaskedLMRecipe
+    recipe: mntp_recipe.MaskedLMRecipe
 
     def describe(self) -> str:
         return (f"{len(self.train_blocks)} training blocks x {self.recipe.seq_len} tokens; "
                 f"{self.recipe.eval_batches} held-out batches of {self.recipe.batch_size}")
 
 
-def load_data(tokenizer, profile, recipe: training.MaskedLMRecipe, *, mask_token: str = "underscore") -> MaskedLMData:
+def load_data(tokenizer, profile, recipe: mntp_recipe.MaskedLMRecipe, *, mask_token: str = "underscore") -> MaskedLMData:
     """Packed blocks of ``recipe.seq_len`` tokens from the training split, and ``recipe.eval_batches`` held-out
     batches of ``recipe.batch_size`` blocks from the validation split for each objective, corrupted once with a fixed
-    seed (``objectives.fixed_eval_batches``) so every evaluation scores the same positions."""
+    seed (``mntp_adapter.notebook02_heldout_batches``) so every evaluation scores the same positions."""
     mask_id = mechanism.resolve_mask_token(tokenizer, mask_token)
     train_blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
                                      recipe.seq_len, max_blocks=recipe.train_blocks)
-    eval_blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "validation")),
-                                    recipe.seq_len, max_blocks=recipe.batch_size * recipe.eval_batches)
-    eval_batches = {objective: mechanism.fixed_eval_batches(objective, eval_blocks, batch_size=recipe.batch_size,
-                                                            num_batches=recipe.eval_batches, mask_id=mask_id,
-                                                            vocab_size=len(tokenizer),
-                                                            special_ids=tokenizer.all_special_ids)
+    eval_batches = {objective: mntp_adapter.notebook02_heldout_batches(tokenizer, profile, mask_id, objective,
+                                                                       recipe=recipe)
                     for objective in mechanism.OBJECTIVES}
     return MaskedLMData(mask_id, train_blocks, eval_batches, recipe)
 
@@ -65,11 +61,11 @@ class Comparison:
 
     adapters: dict[str, object]  # objective -> the trained peft model
     runs: dict[str, list[dict]]  # "MNTP" / "MTP" -> the metric records each run logged under runs/
-    keys: dict[str, dict]  # objective -> training.masked_lm_run_key
+    keys: dict[str, dict]  # objective -> mntp_adapter.masked_lm_run_key
     mntp_adapter_path: Path | None = None
 
 
-def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *, recipe: training.MaskedLMRecipe,
+def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *, recipe: mntp_recipe.MaskedLMRecipe,
                   mask_token: str = "underscore", resume: bool = True, stop_after: int | None = None,
                   progress: bool = True):
     """Train ``objective`` ("mntp" or "mtp") with LoRA on a fresh copy of the profile's base model.
@@ -78,14 +74,14 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
     (:func:`run_folder`) is keyed by every setting (mask token, micro-batch and seed included), so another setting
     trains afresh. ``stop_after``: stop after that step, as an interruption would (``training.train``).
     """
-    config, lora = training.mlm_train_config(profile, recipe), training.lora_settings(profile)
-    key = training.masked_lm_run_key(profile, objective, mask_token, config, lora, recipe=recipe)
+    config, lora = mntp_adapter.mlm_train_config(profile, recipe), training.lora_settings(profile)
+    key = mntp_adapter.masked_lm_run_key(profile, objective, mask_token, config, lora, recipe=recipe)
     wanted = mechanism.resolve_mask_token(tokenizer, mask_token)
     if wanted != mlm_data.mask_id:
         raise ValueError(f"mlm_data was built for mask id {mlm_data.mask_id} but mask_token={mask_token!r} is id "
                          f"{wanted}: rebuild the data (load_data) with the same mask token before training")
     base, _ = models.load_model(profile.model_name)
-    adapter, records = training.masked_lm_experiment(
+    adapter, records = mntp_adapter.masked_lm_experiment(
         base, tokenizer, objective=objective, train_blocks=mlm_data.train_blocks,
         eval_batches=mlm_data.eval_batches[objective], config=config,
         run_dir=run_folder(profile, objective, key), mask_id=mlm_data.mask_id, lora=lora,
@@ -94,7 +90,7 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
 
 
 def run_folder(profile, objective: str, key: dict) -> Path:
-    """Where :func:`run_objective` trains ``objective`` under ``key`` (``training.masked_lm_run_key``)."""
+    """Where :func:`run_objective` trains ``objective`` under ``key`` (``mntp_adapter.masked_lm_run_key``)."""
     return store.run_dir_for(f"02_{objective}_{profile.name}", key)
 
 
@@ -105,7 +101,7 @@ def train_command(profile, seed: int | None, *, objective: str, mask_token: str 
     ``memory.fit_training``, :func:`run_objective`), so the run folder is the notebook's and the notebook afterwards
     finds the run finished and only evaluates. A finished MNTP run's adapter is saved where notebooks 03, 05 and 06
     look (:func:`save_mntp_adapter`). ``seed``: the run's seed (``profile.seed`` when None), part of its key;
-    ``micro_batch``: split each step's rows into micro-batches of this many (``training.split_step``).
+    ``micro_batch``: split each step's rows into micro-batches of this many (``distributed.split_step``).
     Returns the run folder.
     """
     from ... import memory
@@ -113,9 +109,9 @@ def train_command(profile, seed: int | None, *, objective: str, mask_token: str 
     if seed is not None:
         profile = profile.replace(seed=seed)
     tokenizer = models.load_tokenizer(profile.model_name)
-    recipe = training.masked_lm_recipe(profile)
+    recipe = mntp_recipe.masked_lm_recipe(profile)
     mlm_data = load_data(tokenizer, profile, recipe, mask_token=mask_token)
-    fitted = training.split_step(memory.fit_training("02", profile, recipe), micro_batch)
+    fitted = distributed.split_step(memory.fit_training("02", profile, recipe), micro_batch)
     adapter, records, key = run_objective(profile, tokenizer, mlm_data, objective, recipe=fitted, mask_token=mask_token,
                                           stop_after=stop_after, progress=progress)
     if objective == "mntp" and max(record["step"] for record in records) == fitted.steps:
@@ -123,7 +119,7 @@ def train_command(profile, seed: int | None, *, objective: str, mask_token: str 
     return [run_folder(profile, objective, key)]
 
 
-def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: training.MaskedLMRecipe,
+def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: mntp_recipe.MaskedLMRecipe,
                mask_token: str = "underscore", resume: bool = True) -> Comparison:
     """MNTP, then MTP (:func:`run_objective`), from the same base, data, budget and seed. The MNTP adapter is saved
     under its run key (:func:`save_mntp_adapter`) as soon as the MNTP run finishes, before the MTP run starts: a
@@ -141,10 +137,10 @@ def train_both(profile, tokenizer, mlm_data: MaskedLMData, *, recipe: training.M
 
 
 def save_mntp_adapter(adapter, profile, key: dict, mask_id: int) -> Path:
-    """Save the MNTP adapter to ``training.adapter_path("mntp", model, key)`` with ``key`` and the mask id it was
-    trained with as its metadata: with the default mask token this is where ``training.mntp_adapter`` looks, and
-    what it checks on load (``training.check_adapter_mask_id``)."""
-    return training.save_adapter(adapter, training.adapter_path("mntp", profile.model_name, key),
+    """Save the MNTP adapter to ``adapters.adapter_path("mntp", model, key)`` with ``key`` and the mask id it was
+    trained with as its metadata: with the default mask token this is where ``mntp_adapter.mntp_adapter`` looks, and
+    what it checks on load (``adapters.check_adapter_mask_id``)."""
+    return adapters.save_adapter(adapter, adapters.adapter_path("mntp", profile.model_name, key),
                                  {**key, "mask_id": int(mask_id)})
 
 

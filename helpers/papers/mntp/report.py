@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ... import ledger as C
-from ... import metrics, training
+from ... import metrics, mntp_recipe, training
 
 PAPER_ID = "000"  # the seed document: MAGNET
 WHERE = "App. E, Fig. 7"
@@ -35,7 +35,7 @@ CLAIMS = C.declare(
              "accuracy for masked token prediction decreases\" while MNTP's rises, so \"MNTP is a more effective "
              "objective\" (App. E, Fig. 7; final step, the same selected tokens for both objectives)",
         paper_value=PAPER["mntp_minus_mtp_accuracy"], quantity="accuracy, MNTP - MTP (points)", direction=1,
-        check=FIG7_CHECK, figure=FIGURE, trained=True, curve=training.MNTP_HELDOUT_CURVE, dataset=DATASET),
+        check=FIG7_CHECK, figure=FIGURE, trained=True, curve=mntp_recipe.MNTP_HELDOUT_CURVE, dataset=DATASET),
     C.Declared(
         id="mntp.fig7.mtp_loss_slope", notebook="02", paper=PAPER_ID, where=WHERE,
         says="with MTP the loss converges while held-out accuracy deteriorates: whether this run's MTP loss has "
@@ -103,7 +103,7 @@ def claims(runs: dict, hits: dict) -> list[C.Claim]:
     "MNTP"/"MTP" -> metric records; ``hits``: the same keys -> ``experiment.masked_lm_row_hits`` of the final
     adapters on the fixed held-out batches (the same selected tokens for both objectives, so the comparison is
     paired by block). The trained row's held-out curve is the MNTP run's ``eval_accuracy`` in ``runs["MNTP"]``, the
-    curve ``training.mntp_heldout_curve`` reads back for the later notebooks."""
+    curve ``mntp_adapter.mntp_heldout_curve`` reads back for the later notebooks."""
     return [_accuracy_claim(hits, _step0_gap(runs), metrics.curve_points(runs["MNTP"], "eval_accuracy")),
             _mtp_loss_claim(runs["MTP"])]
 
@@ -130,7 +130,7 @@ def _accuracy_claim(hits: dict, step0_gap: float | None = None, mntp_curve=()) -
         "" if step0_gap is None else f"; {step0_gap:+.1f} points of the gap exist at step 0, before any training. The "
         "paper's point is that MTP's held-out accuracy falls as its loss converges; here it is compared at the end "
         "of a short run")
-    plateau = C.curve(training.MNTP_HELDOUT_CURVE, mntp_curve) if mntp_curve else None
+    plateau = C.curve(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_curve) if mntp_curve else None
     return CLAIMS["mntp.fig7.accuracy.mntp_above_mtp"].measured(
         value, low, high, f"paired bootstrap over {blocks} held-out blocks", blocks, ours=f"{value:+.1f}", note=note,
         plateau=plateau)

@@ -21,8 +21,9 @@ from .experiment_table7 import (LengthPredictor, LengthScores, continuation_leng
                                 length_strategies, prompt_features)
 from .figures import (ablation_figure, decoding_view, generation_masks_figure, ltd_figure, speed_figure,
                       trace_figure)
-from .mechanism import (REJECTION_ROUNDS, DecodeConfig, Decoded, Iteration, attention_masks, autoregressive_batched,
-                        autoregressive_generate, generation_mask, joined_tokens, left_padded, ltd_temperature,
+from .mechanism_autoregressive import autoregressive_batched, autoregressive_generate
+from .mechanism import (REJECTION_ROUNDS, DecodeConfig, Decoded, Iteration, attention_masks,
+                        generation_mask, joined_tokens, left_padded, ltd_temperature,
                         mask_predict, mask_predict_batched, recurrent_mask_predict, remask_count, sample_tokens,
                         segment_lengths, top_p_filter)
 from .report import (PAPER_BETTER, PAPER_FUNCTION_WORD_SHARE, PAPER_SPEED, PAPER_TABLE4, PAPER_TABLE6, PAPER_TABLE7,

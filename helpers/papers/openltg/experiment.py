@@ -25,7 +25,8 @@ from ... import metrics, models, store
 from ...checks import whole_number
 from ...device import device_label  # noqa: F401  (re-exported: notebook 05 and the speed benchmark read it here)
 from ...masked_lm import MaskedLM
-from .mechanism import (DecodeConfig, autoregressive_batched, autoregressive_generate, check_fits, check_iterations,
+from .mechanism_autoregressive import autoregressive_batched, autoregressive_generate
+from .mechanism import (DecodeConfig, check_fits, check_iterations,
                         check_length, check_positive, check_prompts, mask_predict, mask_predict_batched)
 from .settings import OpenLTGSettings
 
@@ -125,7 +126,7 @@ def table6_generations(backend: MaskedLM, causal_model, causal_tokenizer, exampl
                       for example in examples]
     ar = autoregressive_batched(causal_model, causal_prompts, settings.target_length, batch_size=settings.batch_size,
                                 desc="AR", seed=seed, top_p=settings.top_p, banned_ids=causal_tokenizer.all_special_ids,
-                                pad_id=causal_tokenizer.pad_token_id or 0)
+                                pad_id=causal_tokenizer.pad_token_id)
     systems[AR_ROW] = [causal_tokenizer.decode(row, skip_special_tokens=True).strip() for row in ar]
     truth = [backend.tokenizer(example.continuation, add_special_tokens=False).input_ids[:settings.target_length]
              for example in examples]

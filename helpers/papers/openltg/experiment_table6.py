@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from ... import metrics, models
 from ...checks import whole_number
+from ...padding import padded
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 
@@ -49,14 +50,8 @@ def continuation_nlls(model, tokenizer, prompts: Sequence[str], continuations: S
             if not source:
                 source = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
             pairs.append((source, target[:limit - len(source)]))
-        width = max(len(s) + len(t) for s, t in pairs)
-        ids = torch.full((len(pairs), width), tokenizer.pad_token_id or 0, dtype=torch.long)
-        padding = torch.zeros_like(ids)
-        targets = torch.full_like(ids, -100)
-        for row, (source, target) in enumerate(pairs):
-            ids[row, :len(source) + len(target)] = torch.tensor(source + target)
-            padding[row, :len(source) + len(target)] = 1
-            targets[row, len(source):len(source) + len(target)] = torch.tensor(target, dtype=torch.long)
+        ids, padding = padded([source + target for source, target in pairs], tokenizer.pad_token_id)
+        targets, _ = padded([[-100] * len(source) + target for source, target in pairs], -100)
         rows, cols = (targets[:, 1:] != -100).nonzero(as_tuple=True)
         sums = torch.zeros(len(pairs), dtype=torch.float64)
         if rows.numel():

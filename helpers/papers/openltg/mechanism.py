@@ -17,7 +17,7 @@
   before it as its source.
 - **Nucleus sampling** (§3.1: *"we utilize the nucleus sampling (Holtzman et al., 2019) decoding strategy instead
   of beam search"*): :func:`sample_tokens`, shared by mask-predict and the AR baseline it is compared with
-  (Table 4 and 6, Fig. 5), :func:`autoregressive_generate`, which samples left to right with a KV cache and gives
+  (Table 4 and 6, Fig. 5), :func:`.mechanism_autoregressive.autoregressive_generate`, which samples left to right with a KV cache and gives
   every prompt exactly ``length`` new tokens (the paper forces a fixed length, Table 1).
 - **One masked-LM interface, two backends** (:mod:`helpers.masked_lm`): an encoder MLM (BERT, RoBERTa;
   output l predicts token l) or notebook 02's MNTP-adapted decoder (bidirectional; output l - 1
@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from ... import masks as M
 from ...checks import real_number, whole_number
 from ...masked_lm import SOURCE_STATES, MaskedLM
+from ...padding import padded
 from ...seeds import seeded_generator
 
 REJECTION_ROUNDS = 64  # nucleus-sampling redraws before the sorting fallback
@@ -255,14 +256,9 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, genera
 
 def left_padded(prompts: list[torch.Tensor], length: int, fill: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(B, P_max + length)`` ids with each prompt right-aligned before ``length`` copies of ``fill``, and the padding mask."""
-    widest = max(prompt.numel() for prompt in prompts)
-    ids = torch.full((len(prompts), widest + length), pad_id, dtype=torch.long)
-    padding = torch.zeros_like(ids)
-    for row, prompt in enumerate(prompts):
-        ids[row, widest - prompt.numel():widest] = prompt
-        padding[row, widest - prompt.numel():] = 1
-    ids[:, widest:] = fill
-    return ids, padding
+    ids, padding = padded(prompts, pad_id, left=True)
+    tail = torch.full((len(prompts), length), fill, dtype=torch.long)
+    return torch.cat([ids, tail], 1), torch.cat([padding, torch.ones_like(tail)], 1)
 
 
 def check_seed(seed) -> int:
@@ -457,6 +453,3 @@ def joined_tokens(segments: list[Decoded]) -> torch.Tensor:
     """The full target ``(B, N)`` of a recurrent decode."""
     return torch.cat([segment.tokens for segment in segments], dim=1)
 
-
-# The AR baseline lives in its own file (a mechanism file stays near 500 lines); one namespace for both.
-from .mechanism_autoregressive import autoregressive_batched, autoregressive_generate  # noqa: E402,F401

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ... import ledger
-from ... import metrics, training
+from ... import metrics, mntp_recipe
 from ...masked_lm import MNTP
 from .experiment import ABLATIONS, AR_ROW, LAST_LAYER_ROW, SMART_ROW, TRUTH_ROW, function_word_share, speed_ratio_runs
 from .experiment_table6 import Table6Scores, paired_metric_difference
@@ -229,7 +229,7 @@ def declarations(paper_dataset: str = "WP", lr_n: int = 5, prompts: str = "corpu
         raise ValueError(f"paper_dataset={paper_dataset!r} must be one of {tuple(PAPER_TABLE6)}")
     paper, column = PAPER_TABLE6[paper_dataset], f"LR-{lr_n}"
     dataset = prompts_dataset(prompts)
-    adapter = dict(trained=True, curve=training.MNTP_HELDOUT_CURVE, dataset=dataset)
+    adapter = dict(trained=True, curve=mntp_recipe.MNTP_HELDOUT_CURVE, dataset=dataset)
     lo, hi = PAPER_FUNCTION_WORD_SHARE
     entries = [
         ledger.Declared(
@@ -326,7 +326,7 @@ def claims(*, function_shares: Sequence[float], entropies: list[dict], table6: T
     run has not been trained): the budget check of every row that rests on the adapter. With a Hub encoder
     (``settings.masked_lm`` not MNTP) no curve applies."""
     table = declarations(settings.paper_dataset, settings.lr_n, settings.prompts, speed_device)
-    plateau = (ledger.curve(training.MNTP_HELDOUT_CURVE, mntp_curve)
+    plateau = (ledger.curve(mntp_recipe.MNTP_HELDOUT_CURVE, mntp_curve)
                if mntp_curve and settings.masked_lm == MNTP else None)
     return [_function_word_claim(table, function_shares, plateau), _ltd_claim(table, entropies),
             *_table6_claims(table, table6, settings, plateau), *_table6_metric_claims(table, table6, plateau),

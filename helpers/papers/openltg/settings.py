@@ -112,7 +112,7 @@ def curve_points(profile) -> dict[str, int]:
     last half of training under ``profile``: the equivalence test (:func:`helpers.metrics.stopped_improving`) needs
     :data:`helpers.metrics.STOP_MIN_POINTS` there. Notebook 05's trained rows rest on notebook 02's MNTP adapter,
     whose run evaluates at step 0, every ``eval_every`` steps and at its last step
-    (:data:`helpers.training.MASKED_LM_RECIPES`)."""
+    (:data:`helpers.mntp_recipe.MASKED_LM_RECIPES`)."""
     from ..mntp import settings as mntp_settings
 
     return mntp_settings.curve_points(profile)

@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ... import attention, metrics, models, store, training
+from ... import attention, distributed, metrics, models, store, training
 from ...device import resolve_four_bit
 from ...seeds import EPOCH_ORDER_MULTIPLIER, seeded_generator
 from .experiment_data import EncodedSentence, TaggingData, collate, encode_words
@@ -244,7 +244,7 @@ def train_command(profile, seed: int | None, *, progress: bool = True) -> list[P
     settings = profiles.settings_for("sequence_repetition", profile)
     if seed is not None:
         settings = dataclasses.replace(settings, seeds=(seed,), exit_seeds=(seed,))
-    if training.launched() is not None:
+    if distributed.launched() is not None:
         settings = dataclasses.replace(settings, workers=1)
     model, tokenizer = models.load_model(profile.model_name)
     num_layers = models.num_layers(model)

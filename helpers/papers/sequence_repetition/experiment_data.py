@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 import torch
 
 from ... import data, metrics
+from ...padding import padded
 from .mechanism import IGNORE_INDEX
 from .settings import TASKS, RepetitionSettings
 
@@ -89,13 +90,9 @@ def collate(sentences: Sequence[EncodedSentence], labels: Sequence[str], pad_id:
     if len(sentences) == 0:
         raise ValueError("sentences is empty; collate needs at least one encoded sentence (encode_sentences)")
     index = {label: i for i, label in enumerate(labels)}
-    length = max(len(s.input_ids) for s in sentences)
-    input_ids = torch.full((len(sentences), length), pad_id, dtype=torch.long)
-    padding_mask = torch.zeros_like(input_ids)
+    input_ids, padding_mask = padded([sentence.input_ids for sentence in sentences], pad_id)
     targets = torch.full_like(input_ids, IGNORE_INDEX)
     for row, sentence in enumerate(sentences):
-        input_ids[row, :len(sentence.input_ids)] = torch.tensor(sentence.input_ids)
-        padding_mask[row, :len(sentence.input_ids)] = 1
         targets[row, list(sentence.word_starts)] = torch.tensor([index.get(tag, 0) for tag in sentence.tags])
     return {"input_ids": input_ids, "padding_mask": padding_mask, "labels": targets}
 
@@ -197,5 +194,4 @@ def load_tagging_data(tokenizer, task: str, settings: RepetitionSettings, corpus
         if not sentences:
             raise ValueError(f"split={name!r} of task={task!r} is empty; raise its sentence count in the settings")
     labels = label_vocabulary(s.tags for split in encoded.values() for s in split)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return TaggingData(task, labels, encoded["train"], encoded["validation"], encoded["test"], int(pad_id))
+    return TaggingData(task, labels, encoded["train"], encoded["validation"], encoded["test"], int(tokenizer.pad_token_id))

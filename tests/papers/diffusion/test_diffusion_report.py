@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import profiles, training
+from helpers import mntp_recipe, profiles
 from helpers import ledger as claims
 from helpers.papers.diffusion import experiment, judge, mechanism, report, settings
 from helpers.papers.openltg import experiment_table6
@@ -122,11 +122,11 @@ def test_a_wrong_side_is_never_not_reproduced_without_a_held_out_curve():
 def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped():
     rows = {row.id: row for row in _claims({experiment.LOW_CONFIDENCE: 0.5}, gain=-5.0, curve=STOPPED)}
     remasking = rows["diffusion.llada.table6.low_confidence_vs_random"]
-    assert remasking.plateau["curve"].startswith(training.MNTP_HELDOUT_CURVE) and remasking.verdict == "not reproduced"
+    assert remasking.plateau["curve"].startswith(mntp_recipe.MNTP_HELDOUT_CURVE) and remasking.verdict == "not reproduced"
     assert rows["diffusion.llada.table6.semi_ar_vs_one_block"].verdict == "not reproduced"
     bound = rows["diffusion.mdlm.s5_1.bound_falls"]
     assert bound.plateau["curve"].startswith(settings.FINE_TUNE_HELDOUT_CURVE) and bound.verdict == "not reproduced"
-    assert rows["diffusion.bd3lm.s4_1.tight_at_block_one.mntp"].plateau["curve"].startswith(training.MNTP_HELDOUT_CURVE)
+    assert rows["diffusion.bd3lm.s4_1.tight_at_block_one.mntp"].plateau["curve"].startswith(mntp_recipe.MNTP_HELDOUT_CURVE)
     speed = _claims({}, ratios=(0.5, 0.55, 0.52), curve=STOPPED)
     slower = next(row for row in speed if row.id == "diffusion.fast_dllm.table1.cache_speedup")
     assert slower.high < 1.0 and slower.verdict == "inconclusive" and "another regime" in slower.verdict_text

@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import metrics, profiles, training
+from helpers import metrics, mntp_recipe, profiles
 from helpers.papers.diffusion import experiment, settings
 
 
@@ -51,8 +51,8 @@ def test_the_curve_counts_follow_the_evaluation_cadence():
     assert settings.evaluations_in_last_half(100, 30) == 3  # 60, 90 and the last step
     for name in ("cpu", "gpu", "paper"):
         points = settings.curve_points(profiles.get(name))
-        recipe = training.MASKED_LM_RECIPES[name]
-        assert points[training.MNTP_HELDOUT_CURVE] == settings.evaluations_in_last_half(recipe.steps, recipe.eval_every)
+        recipe = mntp_recipe.MASKED_LM_RECIPES[name]
+        assert points[mntp_recipe.MNTP_HELDOUT_CURVE] == settings.evaluations_in_last_half(recipe.steps, recipe.eval_every)
         assert points[settings.FINE_TUNE_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
 
 

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from helpers import models, profiles, store
+from helpers import adapters, models, profiles, store
 from helpers import training as T
 from helpers.papers.magnet import experiment as E
 from helpers.papers.magnet import mechanism as G
@@ -57,7 +57,7 @@ def test_phase_snapshot_equals_a_run_of_that_phase_alone(tmp_path):
         runs[name], _ = E.joint_experiment(model, tokenizer, phases=phases, settings=settings, run_dir=tmp_path / name,
                                            blocks=blocks, sentences=sentences, mask_id=MASK_ID, lora=lora, progress=False)
     base, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
-    snapshot = T.load_adapter(base, tmp_path / "both" / "after_phase1")
+    snapshot = adapters.load_adapter(base, tmp_path / "both" / "after_phase1")
     ids = torch.randint(10, 2000, (1, 12))
     with torch.no_grad():
         assert torch.allclose(snapshot(ids).logits, runs["first"](ids).logits, atol=1e-6)

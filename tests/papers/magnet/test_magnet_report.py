@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from helpers import ledger
+from helpers import ledger, mntp_recipe
 from helpers import metrics, training
 from helpers.papers.magnet import experiment_table1 as P
 from helpers.papers.magnet import report, settings
@@ -113,7 +113,7 @@ def test_the_budget_check_reaches_every_row_that_rests_on_magnets_training():
     trend = next(row for row in carrying if row.where == "Fig. 6")
     assert trend.low > trend.margin and "still improving at 100 steps" in trend.verdict_text
     # the rows resting on notebook 02's MNTP adapter carry its held-out curve, here stopped
-    on_mntp = [row for row in rows if row.plateau and row.plateau["curve"].startswith(training.MNTP_HELDOUT_CURVE)]
+    on_mntp = [row for row in rows if row.plateau and row.plateau["curve"].startswith(mntp_recipe.MNTP_HELDOUT_CURVE)]
     assert {row.id for row in on_mntp} == {"magnet.table1.pos.mntp_vs_step0",
                                           *(f"magnet.table5.{metric}.llm2vec_vs_base.{prefixes}"
                                             for metric in ("rep_4", "rep_sen")

@@ -1,7 +1,7 @@
 """MAGNET's settings per profile: App. A's values in the ``paper`` entry, and checked inputs."""
 import pytest
 
-from helpers import profiles
+from helpers import mntp_recipe, profiles
 from helpers.papers.magnet.settings import SETTINGS, MagnetSettings
 
 
@@ -41,5 +41,5 @@ def test_curve_points_count_the_evaluations_in_the_last_half_of_training_from_th
     steps = range(0, cpu.total_steps + 1, cpu.eval_every)
     counted = curve_points("cpu")
     assert counted[MAGNET_HELDOUT_CURVE] == len([s for s in steps if s >= cpu.total_steps / 2]) == 11
-    assert counted[training.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS  # notebook 02's MNTP run, every 5 steps
+    assert counted[mntp_recipe.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS  # notebook 02's MNTP run, every 5 steps
     assert curve_points(profiles.get("smoke")) == curve_points("smoke")

@@ -1,10 +1,10 @@
 """Notebook 02's experiment: per-block hits add up to the masked-LM evaluation, and the two smoke runs share data and
-selections and save the MNTP adapter under the one key that ``training.mntp_adapter`` looks up."""
+selections and save the MNTP adapter under the one key that ``mntp_adapter.mntp_adapter`` looks up."""
 import numpy as np
 import pytest
 import torch
 
-from helpers import models, paths, profiles, training
+from helpers import adapters, mntp_adapter, mntp_recipe, models, paths, profiles
 from helpers import objectives as O
 from helpers.papers.mntp import experiment
 from helpers.store import fingerprint
@@ -34,19 +34,19 @@ def test_row_hits_add_up_to_the_masked_lm_evaluation(tiny):
 
 def test_smoke_runs_save_the_adapter_later_notebooks_find(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path / "runs")
-    monkeypatch.setattr(training, "adapter_path",
+    monkeypatch.setattr(adapters, "adapter_path",
                         lambda kind, name, settings: tmp_path / f"{kind}-{fingerprint(settings)}")
     smoke = profiles.get("smoke")
     _, tokenizer = tiny
-    recipe = training.masked_lm_recipe(smoke)
+    recipe = mntp_recipe.masked_lm_recipe(smoke)
     mlm_data = experiment.load_data(tokenizer, smoke, recipe)
     assert torch.equal(mlm_data.eval_batches["mntp"][0]["selected"], mlm_data.eval_batches["mtp"][0]["selected"])
     assert mlm_data.train_blocks.shape == (recipe.train_blocks, recipe.seq_len)
-    found_before = {}  # objective -> the adapter training.mntp_adapter finds as that run starts
+    found_before = {}  # objective -> the adapter mntp_adapter.mntp_adapter finds as that run starts
     run_objective = experiment.run_objective
 
     def recording(profile, tokenizer, mlm_data, objective, **options):
-        found_before[objective] = training.mntp_adapter(profile)
+        found_before[objective] = mntp_adapter.mntp_adapter(profile)
         return run_objective(profile, tokenizer, mlm_data, objective, **options)
 
     monkeypatch.setattr(experiment, "run_objective", recording)
@@ -58,8 +58,8 @@ def test_smoke_runs_save_the_adapter_later_notebooks_find(tiny, tmp_path, monkey
         evaluated = [r["step"] for r in records if "eval_accuracy" in r]
         assert evaluated[0] == 0 and evaluated[-1] == recipe.steps
     mntp_key = comparison.keys["mntp"]
-    assert mntp_key == training.masked_lm_run_key(smoke, "mntp")  # the key training.mntp_adapter asks for first
+    assert mntp_key == mntp_adapter.masked_lm_run_key(smoke, "mntp")  # the key mntp_adapter.mntp_adapter asks for first
     assert {**comparison.keys["mtp"], "objective": "mntp"} == mntp_key  # the runs differ in their objective only
-    assert training.mntp_adapter(smoke) == (comparison.mntp_adapter_path, mntp_key)
+    assert mntp_adapter.mntp_adapter(smoke) == (comparison.mntp_adapter_path, mntp_key)
     hits = experiment.final_hits(comparison, mlm_data)
     assert len(hits["MNTP"][1]) == recipe.batch_size * recipe.eval_batches

@@ -3,7 +3,7 @@ the App. E sentence computed from it."""
 import numpy as np
 import pytest
 
-from helpers import metrics, training
+from helpers import metrics, mntp_recipe
 from helpers import ledger as claims
 from helpers.papers.mntp import report, settings
 
@@ -77,13 +77,13 @@ def test_the_fig7_row_carries_the_mntp_runs_held_out_curve_and_can_reach_either_
     losses = [3 - 0.05 * s + 0.01 * (-1) ** s for s in range(20)]
     runs = {"MNTP": _records(losses, accuracies, every=1), "MTP": _records(losses, [0.1] * 21, every=1)}
     row = report.claims(runs, _hits())[0]
-    assert row.trained and row.plateau["curve"] == training.MNTP_HELDOUT_CURVE
+    assert row.trained and row.plateau["curve"] == mntp_recipe.MNTP_HELDOUT_CURVE
     assert row.plateau["points"] == [[step, value] for step, value in metrics.curve_points(runs["MNTP"], "eval_accuracy")]
     assert row.stopping.stopped and not row.still_improving
     # the cpu recipe records enough evaluations in the last half of training for the equivalence test
     cpu = settings.curve_points("cpu")
-    assert cpu[training.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
+    assert cpu[mntp_recipe.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
     assert report.CLAIMS[row.id].reaches_either_verdict(cpu)
     recipe = settings.SETTINGS["cpu"]
-    assert cpu[training.MNTP_HELDOUT_CURVE] == len([s for s in range(0, recipe.steps + 1, recipe.eval_every)
+    assert cpu[mntp_recipe.MNTP_HELDOUT_CURVE] == len([s for s in range(0, recipe.steps + 1, recipe.eval_every)
                                                     if s >= recipe.steps / 2])

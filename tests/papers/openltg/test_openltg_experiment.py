@@ -124,7 +124,7 @@ def test_generations_land_in_a_folder_keyed_by_what_changes_them(tmp_path, monke
 def test_the_evaluation_size_enters_no_run_key():
     """More sampling draws or more prompts is a larger evaluation of the same runs: the MNTP adapter's run key
     (notebook 02's trained folder) and Table 6's generations key stay the same, so nothing retrains or moves."""
-    from helpers import store, training
+    from helpers import mntp_adapter, store
 
     profile = profiles.get("smoke")
     base = settings.SETTINGS["smoke"]
@@ -132,7 +132,7 @@ def test_the_evaluation_size_enters_no_run_key():
     assert experiment.GenerationsKey.of(larger, profile, seed=0) == experiment.GenerationsKey.of(base, profile, seed=0)
     assert store.fingerprint(experiment.GenerationsKey.of(larger, profile, seed=0)) == \
         store.fingerprint(experiment.GenerationsKey.of(base, profile, seed=0))
-    assert training.masked_lm_run_key(profile, larger.masked_lm) == training.masked_lm_run_key(profile, base.masked_lm)
+    assert mntp_adapter.masked_lm_run_key(profile, larger.masked_lm) == mntp_adapter.masked_lm_run_key(profile, base.masked_lm)
     fields = {field.name for field in dataclasses.fields(experiment.GenerationsKey)}
     assert not fields & {"draws", "num_prompts", "speed_trials", "speed_processes"}
 

@@ -19,7 +19,7 @@ from helpers import attention
 from helpers.masked_lm import EncoderMLM, MaskedLM, MNTPDecoder, underscore_only_ids
 from helpers import masks as M
 from helpers import models, profiles
-from helpers.papers.openltg import experiment, mechanism, settings
+from helpers.papers.openltg import experiment, mechanism, mechanism_autoregressive, settings
 
 VOCAB = 40
 MASK_ID = 0
@@ -357,7 +357,7 @@ def test_kv_cache_generation_matches_recomputing_the_whole_prefix():
     torch.manual_seed(0)
     model = LlamaForCausalLM(models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)).eval()
     prompts = [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])]
-    cached = mechanism.autoregressive_generate(model, prompts, 8, temperature=1e-4, top_p=1.0, pad_id=PAD_ID, banned_ids=[MASK_ID])
+    cached = mechanism_autoregressive.autoregressive_generate(model, prompts, 8, temperature=1e-4, top_p=1.0, pad_id=PAD_ID, banned_ids=[MASK_ID])
     ids, padding = mechanism.left_padded(prompts, 0, PAD_ID, PAD_ID)
     with torch.no_grad():
         for step in range(8):

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import metrics, training
+from helpers import metrics, mntp_recipe
 from helpers import ledger as claims
 from helpers.papers.openltg import experiment, experiment_table6, report, settings
 
@@ -124,11 +124,11 @@ def test_rows_outside_the_band_or_at_one_x_are_never_reproduced():
     wide = report._function_word_claim(table, [0.80, 0.82, 0.85, 0.79])
     assert wide.verdict == "inconclusive"  # beyond the band, but the adapter's training is not shown to have stopped
     assert "not shown to have stopped" in wide.budget_text
-    curve = claims.curve(training.MNTP_HELDOUT_CURVE, STOPPED_CURVE)
+    curve = claims.curve(mntp_recipe.MNTP_HELDOUT_CURVE, STOPPED_CURVE)
     assert metrics.stopped_improving(STOPPED_CURVE).stopped
     assert _as_study([report._function_word_claim(table, [0.80, 0.82, 0.85, 0.79], curve)])[0].verdict == \
         "not reproduced"
-    still = claims.curve(training.MNTP_HELDOUT_CURVE, [(step, step / 100) for step in range(0, 101, 5)])
+    still = claims.curve(mntp_recipe.MNTP_HELDOUT_CURVE, [(step, step / 100) for step in range(0, 101, 5)])
     assert report._function_word_claim(table, [0.80, 0.82, 0.85, 0.79], still).verdict == "inconclusive"
     config = settings.SETTINGS["cpu"]
     even = [{"method": method, "iterations": steps, "length": max(config.speed_lengths), "seed": seed, "tokens_per_s": rate}
@@ -183,10 +183,10 @@ def test_every_finding_has_a_check_naming_existing_tests_and_austen_prompts_are_
 
 def test_trained_rows_rest_on_notebook_02s_mntp_curve():
     trained = [declared for declared in report.CLAIMS.values() if declared.trained]
-    assert trained and all(declared.curve == training.MNTP_HELDOUT_CURVE for declared in trained)
+    assert trained and all(declared.curve == mntp_recipe.MNTP_HELDOUT_CURVE for declared in trained)
     for row in _emitted(mntp_curve=STOPPED_CURVE):
         if row.trained:
-            assert row.plateau["curve"].startswith(training.MNTP_HELDOUT_CURVE) and len(row.plateau["points"]) == 21
+            assert row.plateau["curve"].startswith(mntp_recipe.MNTP_HELDOUT_CURVE) and len(row.plateau["points"]) == 21
         else:
             assert row.plateau is None
     assert all(row.plateau is None for row in _emitted(mntp_curve=None))  # notebook 02 has not run

@@ -1,7 +1,7 @@
 """Notebook 05's settings per profile (seed 002 §5.1 at the ``paper`` profile)."""
 from __future__ import annotations
 
-from helpers import masks as M
+from helpers import masks as M, mntp_recipe
 from helpers import metrics, profiles, training
 from helpers.papers.openltg import settings
 
@@ -37,10 +37,10 @@ def test_curve_points_count_notebook_02s_evaluations_in_the_last_half_of_trainin
     named = {declared.curve for declared in report.CLAIMS.values() if declared.curve}
     for name in profiles.PROFILE_NAMES:
         counts = settings.curve_points(profiles.get(name))
-        assert set(counts) == named == {training.MNTP_HELDOUT_CURVE}
-        recipe = training.MASKED_LM_RECIPES[name]
+        assert set(counts) == named == {mntp_recipe.MNTP_HELDOUT_CURVE}
+        recipe = mntp_recipe.MASKED_LM_RECIPES[name]
         steps = sorted({*range(0, recipe.steps, recipe.eval_every), recipe.steps})
-        assert counts[training.MNTP_HELDOUT_CURVE] == sum(step >= recipe.steps / 2 for step in steps)
-    assert settings.curve_points(profiles.get("cpu"))[training.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
+        assert counts[mntp_recipe.MNTP_HELDOUT_CURVE] == sum(step >= recipe.steps / 2 for step in steps)
+    assert settings.curve_points(profiles.get("cpu"))[mntp_recipe.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS
     assert all(declared.reaches_either_verdict(settings.curve_points(profiles.get("cpu")))
                for declared in report.CLAIMS.values() if declared.kind == "finding" and not declared.regime)
