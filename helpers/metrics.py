@@ -242,7 +242,7 @@ def seeds_with_examples_interval(values: Sequence[float], example_halves: Sequen
     most the seed mean's share, equal when the seeds agree perfectly), so the interval does not understate it.
     With one seed, the interval is that seed's own (the examples only).
 
-    ``level`` (a sequential study's nominal level, :class:`helpers.sequential.SequentialPlan`) reads both terms at it:
+    ``level`` (a sequential study's nominal level, :class:`helpers.ledger.sequential.SequentialPlan`) reads both terms at it:
     the seeds' t quantile at ``(1 + level) / 2``, each example half-width (a 95% interval) scaled by
     ``z_{(1 + level)/2} / z_{0.975}``."""
     values, example_halves = [float(v) for v in values], [float(h) for h in example_halves]
