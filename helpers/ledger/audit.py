@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import code_identity
 from .declared import declared_claims
-from .files import LEDGER_PROFILE, ProvenanceError, ledger_code, ledger_path, read_payload, read_rows, redeclared
+from .files import LEDGER_PROFILE, ProvenanceError, ledger_code, ledger_path, read_payload, read_rows
 from .provenance import check_provenance
 
 def undeclared_rows(path: Path | None = None) -> list[str]:
@@ -77,8 +77,6 @@ def stale_notebooks(path: Path | None = None) -> list[str]:
         elif not current:
             lines.append(f"notebook {notebook}: computed at {commit[:7]}; {how}; if it moved no number, "
                          f"`python -m helpers.equal_numbers` carries it{redone}")
-        elif redeclared(entry):
-            lines.append(f"notebook {notebook}: computed at {commit[:7]}, rows rebuilt by {redeclared(entry)}")
     return lines
 
 

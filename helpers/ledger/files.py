@@ -180,8 +180,3 @@ def ledger_code(path: Path | None = None) -> dict[str, dict]:
     return dict(read_payload(path).get("code", {}).get("notebooks", {})) if path.exists() else {}
 
 
-def redeclared(entry: dict) -> str:
-    """The script that rebuilt a notebook's rows under later declarations, as the ledger's code record names it, or
-    ``""``. Only notebook 01's block carries one (``scripts/redeclare_ledger.py``); once notebook 01 is gathered
-    again, that script, this function and its readers' lines go."""
-    return entry.get("redeclared", "")

@@ -10,7 +10,7 @@ from typing import Sequence
 from .. import code_identity, profiles, store
 from .files import (LEDGER_PROFILE, LEDGER_PROFILES, ProvenanceError, check_digest, claims_dir, claims_doc_path,
                     journal_path, ledger_code, ledger_path, read_changes, read_json, read_payload, read_provenance,
-                    read_rows, read_table, read_tables, readme_path, redeclared, rows_to_json, tables_path,
+                    read_rows, read_table, read_tables, readme_path, rows_to_json, tables_path,
                     tables_to_json)
 from .provenance import check_consistent, check_provenance, random_weights_refusal, rerun
 from .render import gpu_block, render_docs
@@ -94,16 +94,13 @@ def _fresh_claims(profile: str, notebooks: Sequence[str] | None, study: bool, le
 
 def _code_record(origins: dict[str, dict], fresh: dict, before: dict[str, dict]) -> dict[str, dict]:
     """What the docs say of each notebook's code since its rows' commit: the commit, the files changed since (none
-    for a notebook gathered now), the equal-numbers record that carries it; a notebook not gathered again keeps what
-    the ledger said of a rebuild of its rows (:func:`~helpers.ledger.files.redeclared`)."""
+    for a notebook gathered now), the equal-numbers record that carries it."""
     code = {}
     for notebook, origin in origins.items():
         entry = {"commit": origin.get("commit"), "changed": [] if notebook in fresh else
                  code_identity.code_changes(origin.get("commit"), notebook)}
         if entry["changed"] and code_identity.code_current(entry["commit"], notebook)[0]:
             entry["carried"] = code_identity.read_carried().get(notebook)
-        if notebook not in fresh and redeclared(before.get(notebook, {})):
-            entry["redeclared"] = redeclared(before[notebook])
         code[notebook] = entry
     return code
 

@@ -11,7 +11,7 @@ from typing import Sequence
 from .. import store
 from .fields import DECIDED, DEFINITION, FINDING, MEASUREMENT, PAPERS, REFERENCE, SEED_PAPERS, VERDICTS
 from .files import (LEDGER_PROFILE, claims_doc_path, journal_path, ledger_code, ledger_path, read_changes, read_rows,
-                    read_tables, readme_path, redeclared, tables_path)
+                    read_tables, readme_path, tables_path)
 from .provenance import files_text
 from .rows import Claim, reason_of
 from .tables import ResultTable
@@ -107,10 +107,7 @@ def _code_line(notebooks: Sequence[str], code: dict) -> list[str]:
             continue
         commit = entry.get("commit")
         text = f"{notebook} at {f'`{commit[:7]}`' if isinstance(commit, str) and commit else 'no recorded commit'}"
-        if redeclared(entry):
-            text += (f", rebuilt since by `{redeclared(entry)}` under the current declarations: **stale** (its code "
-                     "has changed since that commit)")
-        elif "changed" in entry and entry["changed"] is None:
+        if "changed" in entry and entry["changed"] is None:
             text += ": **stale** (not a commit of this repository)"
         elif entry.get("changed") and entry.get("carried"):
             text += (f", its code changed since ({files_text(entry['changed'], 3)}) and carried by equal numbers "
