@@ -89,16 +89,8 @@ def test_the_import_check_sees_relative_and_absolute_imports(tmp_path):
 
 # --------------------------------------------------------------------------- the import graph
 
-# Import cycles that stay for now, each one exactly (its set of modules), with its reason; any other cycle, or one of
-# these grown by a module, fails the test.
-CYCLES_ALLOWED = {
-    # Diffusion's mechanism is one namespace over two files (a mechanism file stays near 500 lines): mechanism.py
-    # re-exports the objective and bound of mechanism_likelihood.py at its end, and mechanism_likelihood.py reads the
-    # sampler's corruption names, time epsilon and choice check from mechanism.py. Breaking it means moving those
-    # definitions into the likelihood file (or every importer of the bound to it), not a two-line move, in a paper
-    # package that is being split.
-    frozenset({"helpers.papers.diffusion.mechanism", "helpers.papers.diffusion.mechanism_likelihood"}),
-}
+# Import cycles allowed, each one exactly (its set of modules), with its reason; none is: any cycle fails the test.
+CYCLES_ALLOWED: set[frozenset] = set()
 
 
 def _module_name(path: Path, root: Path) -> str:

@@ -53,18 +53,12 @@ from ...masked_lm import MaskedLM, SourceCache
 from ...seeds import seeded_generator
 from ..openltg import mechanism as mask_predict
 
+from .corruption import CORRUPTIONS, TIME_EPSILON, _choice  # noqa: F401 (read as mechanism.*)
+
 REMASKING = ("low_confidence", "random")
 SCHEDULES = ("uniform", "linear", "mask-predict")
 CONFIDENCES = ("raw", "tempered")
 ATTENTIONS = ("full", "block-causal")
-CORRUPTIONS = ("mask", "uniform")
-TIME_EPSILON = 1e-3  # LLaDA GUIDELINES.md and SMDM: p_mask = (1 - ε) t + ε, so no sequence goes unmasked
-
-
-def _choice(value, name: str, options: tuple) -> str:
-    if value not in options:
-        raise ValueError(f"{name}={value!r} must be one of {options}")
-    return value
 
 
 @dataclass(frozen=True)

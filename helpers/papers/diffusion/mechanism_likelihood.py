@@ -13,7 +13,7 @@ from ... import objectives as O
 from ...checks import real_number, whole_number
 from ...masked_lm import MaskedLM
 from ..openltg import mechanism as mask_predict
-from .mechanism import CORRUPTIONS, TIME_EPSILON, _choice
+from .corruption import CORRUPTIONS, TIME_EPSILON, _choice
 
 
 # --------------------------------------------------------------------------- training (LLaDA Eq. 3, MDLM)
