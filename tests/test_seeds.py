@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from helpers import profiles, seeds, training
+from helpers import distributed, profiles, seeds
 
 
 def test_the_fold_mixes_parts_in_order_and_one_part_is_itself():
@@ -20,7 +20,7 @@ def test_the_fold_mixes_parts_in_order_and_one_part_is_itself():
 
 def test_the_training_micro_batch_seed_is_the_fold_from_its_salt():
     for parts in [(0, 0, 0), (3, 17, 2), (2005, 99, 1)]:
-        assert training.micro_batch_seed(*parts) == seeds.mixed_seed(*parts, start=training.MICRO_BATCH_SALT)
+        assert distributed.micro_batch_seed(*parts) == seeds.mixed_seed(*parts, start=distributed.MICRO_BATCH_SALT)
 
 
 def test_a_seeded_generator_draws_what_torch_draws_from_the_mixed_seed():
