@@ -12,6 +12,9 @@ from pathlib import Path
 import torch
 
 _DEVICE_CHOICES = ("cpu", "cuda", "mps")
+# "fp16": a GPU that computes bf16 takes a T4's path (fp16 with a gradient scaler), to test that path on it
+GPU_PRECISION_VAR = "WORKBOOK_GPU_PRECISION"
+_GPU_PRECISION_CHOICES = ("fp16",)
 
 
 def get_device() -> torch.device:
@@ -112,13 +115,20 @@ def precision(device: torch.device | str | None = None) -> Precision:
     kernels refuse bf16 below sm80), else float32.
 
     MAGNET App. A trains in bf16; fp16 with loss scaling is the standard stand-in where bf16 is emulated. A profile
-    whose ``dtype`` is ``"auto"`` (every profile but smoke) loads its model in this dtype.
+    whose ``dtype`` is ``"auto"`` (every profile but smoke) loads its model in this dtype. ``WORKBOOK_GPU_PRECISION=fp16``
+    sends a GPU that computes bf16 down the T4's path (a check of that path; CPUs are unaffected).
     """
     device = torch.device(device) if device is not None else get_device()
     if device.type == "cpu" and cpu_computes_bf16():
         return Precision(torch.bfloat16, "bf16", "bf16: this CPU computes bfloat16 natively (AVX512-BF16 or AMX)")
     if device.type != "cuda":
         return Precision(torch.float32, "no", f"float32 on {device.type}")
+    requested = os.environ.get(GPU_PRECISION_VAR, "").strip()
+    if requested and requested not in _GPU_PRECISION_CHOICES:
+        raise ValueError(f"{GPU_PRECISION_VAR}={requested!r} is not one of {', '.join(_GPU_PRECISION_CHOICES)}; unset "
+                         "it to let the workbook choose")
+    if requested == "fp16":
+        return Precision(torch.float16, "fp16", f"fp16 with a gradient scaler: {GPU_PRECISION_VAR}=fp16 (a T4's path)")
     if torch.cuda.is_bf16_supported(including_emulation=False):
         return Precision(torch.bfloat16, "bf16", "bf16: this GPU computes bfloat16 natively")
     return Precision(torch.float16, "fp16", "fp16 with a gradient scaler: this GPU has no native bfloat16 (e.g. a T4)")

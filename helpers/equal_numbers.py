@@ -52,6 +52,10 @@ _CLEARED = ("WORKBOOK_SEED", "WORKBOOK_EXAMPLES", "WORKBOOK_DTYPE", "WORKBOOK_MO
 # Fields that say where and when, never what: the run's provenance (commit, machine) and write times.
 _WHERE_AND_WHEN = re.compile(r"(^|\.)(written|digest|provenance\.(commit|dirty|machine\..*|written))$")
 _FINGERPRINT = re.compile(r"[0-9a-f]{12}")
+# What a claims row *means*, not what was measured: its declaration's numbers (a paper package's report.CLAIMS) and
+# the minimum detectable effect that follows from its kind. A re-declaration changes these and no measurement, and
+# the study's per-seed files are read again under it (helpers.ledger.study.redeclared_rows), so they are not compared.
+_DECLARED = re.compile(r"claims\[\d+\]\.(direction|threshold|margin|paper_effect|trained|mde)$")
 
 
 class SliceError(RuntimeError):
@@ -195,11 +199,11 @@ def _same(a, b) -> bool:
 
 
 def moved_numbers(recorded: dict, numbers: dict) -> list[str]:
-    """The recorded numbers (``recorded["numbers"]``, volatile ones left out) that ``numbers`` does not give bit for
-    bit, one line each: changed, missing, or new."""
+    """The recorded numbers (``recorded["numbers"]``, volatile ones and a claims row's declared ones left out) that
+    ``numbers`` does not give bit for bit, one line each: changed, missing, or new."""
     volatile = set(recorded.get("volatile", ()))
-    old = recorded["numbers"]
-    new = {name: value for name, value in numbers.items() if name not in volatile}
+    old = {name: value for name, value in recorded["numbers"].items() if not _DECLARED.search(name)}
+    new = {name: value for name, value in numbers.items() if name not in volatile and not _DECLARED.search(name)}
     lines = [f"{name}: {old[name]!r} -> {new[name]!r}" for name in sorted(set(old) & set(new))
              if not _same(old[name], new[name])]
     lines += [f"{name}: {old[name]!r} -> missing" for name in sorted(set(old) - set(new))]

@@ -323,18 +323,20 @@ def minimum_detectable_effect(half_width: float, *, df: float | None = None, pow
     return float((quantile + float(law.ppf(power))) / quantile * half_width)
 
 
-def seeds_with_examples_mde(values: Sequence[float], example_halves: Sequence[float], *, power: float = POWER) -> float:
+def seeds_with_examples_mde(values: Sequence[float], example_halves: Sequence[float], *, power: float = POWER,
+                            level: float = 0.95) -> float:
     """The minimum detectable effect (:func:`minimum_detectable_effect`) of :func:`seeds_with_examples_interval`'s
-    row: the standard error of its two terms, se² = se_seeds² + se_examples² (se_seeds = h_seeds / t_{0.975, S-1},
-    se_examples = sqrt(mean(h_i²)) / z_{0.975}), with the Welch-Satterthwaite degrees of freedom
+    row read at ``level`` (a sequential plan's nominal level: the row is decided when its ``level`` interval leaves
+    the threshold): the standard error of its two terms, se² = se_seeds² + se_examples² (se_seeds = h_seeds /
+    t_{0.975, S-1}, se_examples = sqrt(mean(h_i²)) / z_{0.975}), with the Welch-Satterthwaite degrees of freedom
     df = se⁴ (S - 1) / se_seeds⁴ (the examples' term is known to the bootstrap, infinite df), and the row's own
-    half-width h: MDE = h + t_{power, df}·se. One seed: the examples' normal interval alone."""
+    half-width at ``level``, h: MDE = h + t_{power, df}·se. One seed: the examples' normal interval alone."""
     from scipy import stats
 
-    mean, low, high = seeds_with_examples_interval(values, example_halves)
+    mean, low, high = seeds_with_examples_interval(values, example_halves, level)
     half = (high - low) / 2
     if len(values) == 1:
-        return minimum_detectable_effect(half, power=power)
+        return minimum_detectable_effect(half, power=power, level=level)
     seed_half = mean_ci95([float(v) for v in values])[1]
     se_seeds = seed_half / float(stats.t.ppf(0.975, len(values) - 1))
     se_examples = math.sqrt(sum(float(h) ** 2 for h in example_halves) / len(example_halves)) / float(stats.norm.ppf(0.975))

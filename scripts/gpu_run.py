@@ -351,11 +351,12 @@ def markdown(result: dict) -> str:
              f"`python scripts/gpu_run.py{' --tiny' if result['tiny'] else ''}`; model {result['model']} (random "
              f"weights); {result['seconds']:.0f} s in all; installed: {', '.join(result['installed']) or 'nothing'}.",
              "", f"## Notebooks (smoke sizes, {result['notebook_precision']})", "",
-             "| notebook | result | wall time (s) | peak (GiB) | peak measured as | estimate (GiB) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| notebook | precision path | result | wall time (s) | peak (GiB) | peak measured as | estimate (GiB) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in result["notebooks"]:
         state = "pass" if row.get("passed") else f"FAIL: {row.get('error') or 'skipped'}"
-        lines.append(f"| {row['notebook']} | {state} | {row.get('seconds', '—')} | {_gib(row.get('peak_bytes'))} | "
+        lines.append(f"| {row['notebook']} | {row.get('path', 'bf16')} | {state} | {row.get('seconds', '—')} | "
+                     f"{_gib(row.get('peak_bytes'))} | "
                      f"{row.get('peak_kind') or '—'} | {_gib(row.get('estimate_bytes'))} |")
     sizes = "tiny sizes on CPU (--tiny)" if result["tiny"] else "the gpu profile's sizes, SmolLM2-360M's shape"
     lines += ["", f"## Training steps ({sizes})", "",
@@ -389,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="default benchmarks/results/<device>-<date>")
     parser.add_argument("--budget", type=float, default=470.0, help="seconds; later items are skipped")
     parser.add_argument("--notebook-timeout", type=int, default=150)
+    parser.add_argument("--notebook-precisions", nargs="*", default=["bf16", "fp16"], choices=("bf16", "fp16"),
+                        help="bf16: the device's own choice; fp16: a bf16 GPU down the T4's path (CUDA only)")
+    parser.add_argument("--fp16-notebooks", nargs="*", default=list(NOTEBOOKS), choices=NOTEBOOKS,
+                        help="the notebooks the fp16 path runs (after every bf16 one)")
     parser.add_argument("--step-timeout", type=int, default=90)
     parser.add_argument("--pack", action="store_true", help=f"copy the small caches into {PACK_DIR} and stop")
     parser.add_argument("--one-step", nargs=2, metavar=("NOTEBOOK", "PRECISION"), help=argparse.SUPPRESS)
@@ -444,26 +449,53 @@ def main(argv: list[str] | None = None) -> int:
     def left() -> float:
         return args.budget - (time.perf_counter() - started)
 
-    rows = run_notebooks(args.notebooks, scratch, profile, args.notebook_timeout, left)
-    steps = run_steps(args, device, notes, left)
     result = {"device": label, "date": date, "tiny": args.tiny, "model": args.model, "installed": installed,
               "notebook_precision": notebook_precision, "torch": torch.__version__, "python": platform.python_version(),
-              "notebooks": rows, "steps": steps, "notes": notes, "seconds": round(time.perf_counter() - started, 1)}
+              "notebooks": [], "steps": [], "notes": notes, "seconds": 0.0}
+    run_all(args, result, device, scratch, profile, out, started, left)
     return write_results(result, out)
 
 
-def run_notebooks(numbers, scratch: Path, profile, timeout: int, left) -> list[dict]:
-    """Each notebook in ``numbers`` (:func:`run_notebook`) while ``left()`` seconds of the budget remain."""
+def run_all(args, result: dict, device, scratch: Path, profile, out: Path, started: float, left) -> None:
+    """The notebooks in bf16, then (on CUDA) the fp16 path's, then the training steps, into ``result``; the results
+    written after each part, so what is done survives a run cut short."""
+    notes = result["notes"]
+    paths = ("fp16",) if device.type == "cuda" and "fp16" in args.notebook_precisions else ()
+    if "fp16" in args.notebook_precisions and not paths:
+        notes.append("notebooks not run on the fp16 path: it is a CUDA path (WORKBOOK_GPU_PRECISION)")
+    for name in (("bf16",) if "bf16" in args.notebook_precisions else ()) + paths:
+        chosen_numbers = args.notebooks if name == "bf16" else [n for n in args.notebooks if n in args.fp16_notebooks]
+        result["notebooks"] += run_notebooks(chosen_numbers, scratch / name, profile, args.notebook_timeout, left, name)
+        result["seconds"] = round(time.perf_counter() - started, 1)
+        write_results(result, out)
+    result["steps"] = run_steps(args, device, notes, left)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+
+
+def run_notebooks(numbers, scratch: Path, profile, timeout: int, left, path: str = "bf16") -> list[dict]:
+    """Each notebook in ``numbers`` (:func:`run_notebook`) while ``left()`` seconds of the budget remain, in a scratch
+    workbook of its own; ``path`` "fp16" sends a bf16 GPU down the T4's path (``WORKBOOK_GPU_PRECISION``)."""
+    from helpers.device import GPU_PRECISION_VAR
+
+    cache = scratch / "data" / "cache"  # a copy of the pristine caches per path: nothing one path computed is reused
+    shutil.copytree(scratch.parent / "data" / "cache", cache, dirs_exist_ok=True)
+    (scratch / "notebooks").mkdir(parents=True, exist_ok=True)
+    if path == "fp16":
+        os.environ[GPU_PRECISION_VAR] = "fp16"
+    else:
+        os.environ.pop(GPU_PRECISION_VAR, None)
+    os.environ.update({"WORKBOOK_ROOT": str(scratch), "WORKBOOK_CACHE": str(cache)})
     rows = []
     for number in numbers:
         if left() < 20:
-            rows.append({"notebook": number, "passed": False, "error": "skipped: budget spent"})
+            rows.append({"notebook": number, "path": path, "passed": False, "error": "skipped: budget spent"})
             continue
-        row = run_notebook(number, scratch, int(min(timeout, left())))
+        row = {"path": path, **run_notebook(number, scratch, int(min(timeout, left())))}
         row["estimate_bytes"] = notebook_estimate(number, profile)
         rows.append(row)
-        print(f"[gpu_run] notebook {number}: {'pass' if row['passed'] else 'FAIL ' + str(row['error'])[:200]} "
+        print(f"[gpu_run] notebook {number} ({path}): {'pass' if row['passed'] else 'FAIL ' + str(row['error'])[:300]} "
               f"{row['seconds']} s, peak {_gib(row['peak_bytes'])} GiB ({row['peak_kind']})", flush=True)
+    os.environ.pop(GPU_PRECISION_VAR, None)
     return rows
 
 

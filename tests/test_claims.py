@@ -374,6 +374,50 @@ def test_the_readme_headline_counts_each_paper_and_the_papers_beyond_them_apart(
     assert "seed 00" not in text and "| 002 " not in text  # papers by name, never by their source file
 
 
+def test_the_headline_says_what_the_ledger_can_say_and_which_model_every_row_ran_on():
+    """A finding can read *not reproduced* only with a check, the paper's regime, a working baseline, a seed study
+    and a stopped curve; the headline counts those and names what blocks the others, and sets the model and dtype
+    of every row beside the papers' own models."""
+    open_to_no = ledger.Claim(**ROW)  # untrained, with a check: an interval on the other side would read "no"
+    moving = ledger.Claim(**{**TRAINED, "plateau": _rising(), "n_seeds": 3, "seed_values": (1.0, 2.0, 3.0)})
+    stopped = ledger.Claim(**{**TRAINED, "n_seeds": 3, "seed_values": (1.0, 2.0, 3.0)})
+    regime = ledger.Claim(**{**ROW, "regime": "a GPU speed-up timed on a CPU"})
+    unchecked = ledger.Claim(**{**ROW, "check": ""})
+    rows = [open_to_no, moving, stopped, regime, unchecked, ledger.Claim(**DEFINITION)]
+    assert [ledger.what_blocks_no(row) for row in rows[:5]] == [
+        None, "trained on a curve not shown stopped", None, "another hardware regime", "no check"]
+    said = ledger.what_the_design_can_say(rows)
+    assert said.startswith("Of the 5 findings, 2 could read *not reproduced*")
+    assert "the other 3 cannot, whatever their interval: 1 trained on a curve not shown stopped" in said
+    powered = ledger.Claim(**{**ROW, "paper_effect": 20.0, "mde": 15.0})
+    weak = ledger.Claim(**{**ROW, "paper_effect": 5.0, "mde": 15.0})
+    assert "2 findings state the paper's effect in our units; 1 of them could detect" in \
+        ledger.what_the_design_can_say([powered, weak])
+    study = {"study": {"0": {"model": "embedded:smollm2-135m", "dtype": "bfloat16"},
+                       "1": {"model": "embedded:smollm2-135m", "dtype": "bfloat16"}}}
+    text = ledger.render_headline(rows, {"02": study, "05": {"model": "embedded:smollm2-135m", "dtype": "float32"}})
+    assert ("Every row ran on `embedded:smollm2-135m` (SmolLM2-135M-Instruct, dequantised from the Q4_1 gguf) in "
+            "bfloat16 (notebooks 02); `embedded:smollm2-135m` (SmolLM2-135M-Instruct") in text
+    assert "in float32 (notebooks 05)" in text and "MAGNET: LLaMA-2-7B" in text and "EMAT: BERT-base" in text
+    assert "What this ledger can say: Of the 5 findings" in text
+
+
+def test_the_design_block_counts_power_and_the_plans_classes_from_the_rows_alone():
+    powered = ledger.Claim(**{**ROW, "id": "a.powered", "paper_effect": -20.0, "mde": 15.0})
+    weak = ledger.Claim(**{**ROW, "id": "a.weak", "paper_effect": -5.0, "mde": 15.0})
+    timed = ledger.Claim(**{**ROW, "id": "a.timed", "paper_effect": -20.0, "mde": 15.0, "regime": "CPU timing"})
+    # an undecided study row whose examples' term dominates: three seeds that agree, a wide interval
+    undecided = ledger.Claim(**{**TRAINED, "id": "a.examples", "low": -3.0, "high": 3.0, "value": 0.0, "n_seeds": 3,
+                                "seed_values": (-0.01, 0.0, 0.01)})
+    text = ledger.design_block([powered, weak, timed, undecided])
+    assert ("3 of the four papers' 4 findings state the paper's effect in our units; 2 of them could detect an effect "
+            "of that size") in text
+    assert "1 of those in another hardware regime, which leaves **1 that can be decided here**: `a.powered`" in text
+    assert "1 examples-dominated (more test examples would narrow them) (`a.examples`)" in text
+    assert "could read *not reproduced*" in text and "findings state the paper's effect" not in \
+        text.split("**Either verdict.**")[1]
+
+
 # The ledger's comparisons against a baseline: (notebook, text in the row's claim) -> what must beat what first.
 BASELINE_COMPARISONS = {("04", "beats middle unmasking"): "middle unmasking above the causal decoder (r=0)",
                         ("04", "beats full unmasking"): "full unmasking above the causal decoder (r=0)",
@@ -679,6 +723,29 @@ DECLARED = dict(id="openltg.table6.lr5.no_ltd", notebook="05", paper="002", wher
                 paper_value="17.80 -> 0.73", quantity="LR-5 gain", direction=-1, check=CHECK)
 
 
+def test_a_recorded_row_read_under_a_new_declaration_keeps_its_measurement_and_changes_its_meaning():
+    declared = ledger.Declared(**DECLARED)
+    row = declared.measured(-20.0, -40.0, -10.0, "bootstrap over 32 prompts", 32, fmt="{:.1f}", note="at T = 8")
+    assert row.verdict == "reproduced" and row.mde is not None
+    as_measurement = ledger.Declared(**{**DECLARED, "kind": ledger.MEASUREMENT, "direction": 0,
+                                        "says": "one metric of the ablation"})
+    read = as_measurement.redeclare(row)
+    assert (read.value, read.low, read.high, read.method, read.n, read.note, read.ours) == \
+        (row.value, row.low, row.high, row.method, row.n, row.note, row.ours)
+    assert (read.kind, read.claim, read.mde, read.verdict) == (ledger.MEASUREMENT, "one metric of the ablation", None,
+                                                               "inconclusive")
+    # the other way round, the minimum detectable effect is computed as a fresh run would
+    back = declared.redeclare(read)
+    assert back == row
+    # a threshold moved past the interval turns the verdict without touching the measurement
+    moved = ledger.Declared(**{**DECLARED, "threshold": -45.0}).redeclare(row)
+    assert moved.verdict == "not reproduced" and (moved.low, moved.high) == (row.low, row.high)
+    with pytest.raises(ValueError, match="is not declaration"):
+        ledger.Declared(**{**DECLARED, "id": "openltg.other"}).redeclare(row)
+    with pytest.raises(ValueError, match="rerun its notebook"):
+        ledger.Declared(**DECLARED, baseline="the causal decoder", baseline_must_beat="BART").redeclare(row)
+
+
 def test_a_declared_claim_joins_its_measurement_into_the_row():
     declared = ledger.Declared(**DECLARED, dataset="Austen passages, not WritingPrompts")
     row = declared.measured(-20.0, -40.0, -10.0, "bootstrap over 32 prompts", 32, fmt="{:.1f}", note="at T = 8")
@@ -747,8 +814,9 @@ CURVE_PACKAGES = ("mntp", "magnet", "sequence_repetition", "openltg", "emat", "d
 
 
 def test_most_findings_of_the_four_papers_can_reach_either_verdict():
-    """At the cpu profile, at least 90% of the four papers' findings have a check, no other hardware regime, and, if
-    trained, a held-out curve with enough evaluations in its window for the equivalence test."""
+    """At the cpu profile, every finding of the four papers outside another hardware regime (a GPU speed-up timed on
+    a CPU) has a check and, if trained, a held-out curve with enough evaluations in its window for the equivalence
+    test; the regime rows are at most one finding in eight."""
     import importlib
 
     from helpers import profiles
@@ -761,7 +829,8 @@ def test_most_findings_of_the_four_papers_can_reach_either_verdict():
                 if entry.kind == ledger.FINDING and entry.paper in ledger.SEED_PAPERS]
     able = [entry.id for entry in findings if entry.reaches_either_verdict(points)]
     unable = sorted(entry.id for entry in findings if entry.id not in able)
-    assert len(able) >= 0.9 * len(findings), f"{len(able)} of {len(findings)} can reach either verdict; not: {unable}"
+    assert unable == sorted(entry.id for entry in findings if entry.regime), f"cannot reach either verdict: {unable}"
+    assert len(unable) <= len(findings) / 8, f"{len(able)} of {len(findings)} can reach either verdict; not: {unable}"
     for entry in findings:
         if entry.trained and entry.curve:
             assert entry.curve in points, f"{entry.id}: its curve {entry.curve!r} has no evaluation count"

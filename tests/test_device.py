@@ -125,3 +125,16 @@ def test_workbook_device_mps_without_mps_names_the_variable_and_the_way_out(monk
     monkeypatch.setenv("WORKBOOK_DEVICE", "mps")
     with pytest.raises(ValueError, match="WORKBOOK_DEVICE='mps'.*no MPS.*unset WORKBOOK_DEVICE"):
         D.get_device()
+
+
+def test_a_bf16_gpu_takes_the_t4_path_when_asked_and_only_then(gpu, cpu_bf16, monkeypatch):
+    gpu(True)
+    cpu_bf16("avx2", "amx_bf16")
+    assert D.precision("cuda").mixed_precision == "bf16"
+    monkeypatch.setenv(D.GPU_PRECISION_VAR, "fp16")
+    chosen = D.precision("cuda")
+    assert (chosen.dtype, chosen.mixed_precision) == (torch.float16, "fp16") and D.GPU_PRECISION_VAR in chosen.reason
+    assert D.precision("cpu").dtype == torch.bfloat16  # CPUs keep their own choice
+    monkeypatch.setenv(D.GPU_PRECISION_VAR, "bf17")
+    with pytest.raises(ValueError, match=D.GPU_PRECISION_VAR):
+        D.precision("cuda")

@@ -190,7 +190,7 @@ def test_a_stale_generated_block_is_caught(tmp_path):
     committed = ledger.ledger_path()  # a copy of the pages, its blocks rendered from the committed ledger
     for path, text in ledger.render_docs(ledger.read_rows(committed), ledger.read_tables(),
                                          ledger.read_changes(committed), ledger.ledger_code(committed),
-                                         tmp_path).items():
+                                         tmp_path, ledger.read_provenance(committed)).items():
         path.write_text(text)
     assert ledger.stale_docs(tmp_path) == []
     doc = tmp_path / "docs" / "claims.md"

@@ -69,6 +69,21 @@ def test_a_slice_sees_a_number_it_records_twice_differently_as_volatile(tmp_path
     assert equal_numbers.moved_numbers({"numbers": {"z": 0.0}}, {"z": -0.0}) == ["z: 0.0 -> -0.0"]
 
 
+def test_a_re_declaration_moves_no_measured_number_but_a_measurement_still_moves():
+    """What a claims row means (its declared direction, threshold, margin, paper effect, trained flag, and the MDE
+    that follows from its kind) is a declaration, read again over the recorded measurements; its value, interval and
+    curve are measurements, compared bit for bit."""
+    row = "runs/claims/smoke/04.json:claims[0]"
+    recorded = {"numbers": {f"{row}.low": 0.1, f"{row}.high": 0.3, f"{row}.mde": 0.28, f"{row}.direction": 1,
+                            f"{row}.threshold": 0.0}}
+    redeclared = {f"{row}.low": 0.1, f"{row}.high": 0.3, f"{row}.mde": None, f"{row}.direction": -1,
+                  f"{row}.threshold": 0.5}
+    assert equal_numbers.moved_numbers(recorded, redeclared) == []
+    assert equal_numbers.moved_numbers(recorded, {**redeclared, f"{row}.low": 0.11}) == [f"{row}.low: 0.1 -> 0.11"]
+    # a field of another file that happens to share a name is still compared
+    assert equal_numbers.moved_numbers({"numbers": {"runs/x.json:threshold": 1}}, {"runs/x.json:threshold": 2})
+
+
 def test_collect_numbers_reads_every_number_and_leaves_out_where_and_when(tmp_path):
     runs = tmp_path / "runs"
     (runs / "claims").mkdir(parents=True)

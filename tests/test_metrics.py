@@ -227,3 +227,25 @@ def test_the_study_rows_mde_comes_from_its_seed_and_example_terms():
     both = metrics.seeds_with_examples_mde(values, [0.5] * 3)
     nested_half = (nested[2] - nested[1]) / 2
     assert nested_half < both < metrics.minimum_detectable_effect(nested_half, df=2)
+
+
+def test_a_study_rows_mde_is_the_effect_its_reading_level_detects_with_80_percent_power():
+    """At the sequential plan's nominal level (97.8%), a row needs a larger effect to leave the threshold than at 95%:
+    the MDE at that level is the effect that a t interval over 3 seeds read at that level detects 80% of the time."""
+    import numpy as np
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    seeds, sigma, level, draws = 3, 1.0, 0.978, 40000
+    expected = [-sigma, 0.0, sigma]  # a sample whose SD is sigma: the MDE at the expected SD
+    at_read = metrics.seeds_with_examples_mde(expected, [0.0] * seeds, level=level)
+    assert at_read > metrics.seeds_with_examples_mde(expected, [0.0] * seeds) * 1.2
+    samples = at_read + sigma * rng.standard_normal((draws, seeds))
+    means, sds = samples.mean(axis=1), samples.std(axis=1, ddof=1)
+    power = np.mean(means - stats.t.ppf((1 + level) / 2, seeds - 1) * sds / math.sqrt(seeds) > 0)
+    assert 0.72 < power < 0.86
+    # the 95% MDE, read at 97.8%, is detected far less often than 80% of the time
+    at_95 = metrics.seeds_with_examples_mde(expected, [0.0] * seeds) + sigma * rng.standard_normal((draws, seeds))
+    short = np.mean(at_95.mean(axis=1) - stats.t.ppf((1 + level) / 2, seeds - 1) * at_95.std(axis=1, ddof=1)
+                    / math.sqrt(seeds) > 0)
+    assert short < 0.65

@@ -25,6 +25,7 @@ the headline in ``README.md`` (between their markers), so neither can disagree w
 One module per concern:
 
 - :mod:`.fields`: the fields a row and its declaration share, validated once; kinds, verdict words, small forms;
+- :mod:`.design`: what the design can say, counted from the rows (docs/ledger.md's block, the headline's lines);
 - :mod:`.rows`: the row, :class:`Claim`, and the verdict rule with the one reason a row is inconclusive;
 - :mod:`.declared`: the declarations, :class:`Declared`, and every paper's table joined;
 - :mod:`.tables`: a notebook's result table, :class:`ResultTable`;
@@ -50,10 +51,11 @@ from .gathering import compare_with_ledger, finish_interrupted_gather, gather, v
 from .notebook import (Parameters, StaleResultsError, check_shown, current_parameters, parameters, record,
                        record_table, table)
 from .provenance import check_provenance, expected_parameters, notebook_settings, seed_fingerprint
-from .render import (CLAIMS_BEGIN, CLAIMS_END, GPU_BEGIN, GPU_END, HEADLINE_BEGIN, HEADLINE_END, TABLE_BEGIN,
+from .render import (CLAIMS_BEGIN, CLAIMS_END, DESIGN_BEGIN, DESIGN_END, design_block, GPU_BEGIN, GPU_END, HEADLINE_BEGIN, HEADLINE_END, TABLE_BEGIN,
                      TABLE_END, TABLE_PLACEHOLDER, counts, docs_are_current, headline, render_committed,
-                     render_docs, render_headline, render_markdown, render_table, stale_docs, tally)
-from .rows import Claim, Reason, interval_decides, reason_of, verdict_of
+                     render_docs, render_headline, render_markdown, render_table, stale_docs, tally,
+                     what_the_design_can_say)
+from .rows import Claim, Reason, interval_decides, reason_of, verdict_of, what_blocks_no
 from .sequential import SequentialPlan
 from .study import (combine_seeds, combine_study, record_study, seed_prediction_interval, seed_range_report,
                     study_seed_is_done)

@@ -4,6 +4,7 @@ and the checks they name that no test answers (:func:`missing_checks`)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,11 +90,8 @@ class Declared:
             raise ValueError(f"{self.id}: baseline_works= must say whether {self.baseline} beat "
                              f"{self.baseline_must_beat} in this run")
         exact = method == EXACT
-        if "mde" not in extra and not exact and self.kind in DECIDED and low is not None and high is not None:
-            seeds = extra.get("n_seeds") or 0  # a study's t over seeds: S - 1 degrees of freedom (conservative: the
-            # examples' nested term only adds degrees of freedom, metrics.seeds_with_examples_mde)
-            extra["mde"] = metrics.minimum_detectable_effect((float(high) - float(low)) / 2,
-                                                             df=seeds - 1 if seeds > 1 else None)
+        if "mde" not in extra:
+            extra["mde"] = self.mde_of(method, low, high, extra.get("n_seeds"))
         shared = {name: getattr(self, name) for name in SHARED_FIELDS}
         return Claim(**{**shared, "figure": figure or self.figure}, claim=self.says,
                      ours=ours if ours is not None else fmt.format(value),
@@ -102,6 +100,35 @@ class Declared:
                      plateau=plateau if self.trained else None,
                      baseline_works=baseline_works if self.baseline else None, confound=confound,
                      value=None if (value is None or exact) else float(value), note=note, **extra)
+
+    def mde_of(self, method: str, low, high, n_seeds: int | None) -> float | None:
+        """A row's minimum detectable effect from its 95% interval: for a kind the rule decides and an interval that
+        is not exact; a study's t over seeds has S - 1 degrees of freedom (conservative: the examples' nested term
+        only adds degrees of freedom, :func:`helpers.metrics.seeds_with_examples_mde`). None otherwise."""
+        if method == EXACT or self.kind not in DECIDED or low is None or high is None:
+            return None
+        seeds = n_seeds or 0
+        return metrics.minimum_detectable_effect((float(high) - float(low)) / 2, df=seeds - 1 if seeds > 1 else None)
+
+    def redeclare(self, row: Claim) -> Claim:
+        """``row``, a measurement recorded under an earlier form of this declaration, read under this one: the
+        declared fields (:data:`~helpers.ledger.fields.SHARED_FIELDS` and the claim's words) from here, the
+        measurement (value, interval, method, n, curve, seeds, note, what was computed) as recorded, and what
+        follows from both (the minimum detectable effect, the verdict) recomputed. A re-declaration changes what a
+        row *means* (its kind, threshold, direction or checks), never what was measured, so the committed per-seed
+        files are read again under it without retraining."""
+        if row.id != self.id:
+            raise ValueError(f"row {row.id!r} is not declaration {self.id!r}")
+        if self.baseline and row.baseline_works is None:
+            raise ValueError(f"{self.id}: now declares baseline={self.baseline!r}, but the recorded row does not "
+                             "say whether it worked; rerun its notebook")
+        shared = {name: getattr(self, name) for name in SHARED_FIELDS}
+        kept_mde = row.mde if (row.kind in DECIDED) == (self.kind in DECIDED) and row.mde is not None else \
+            self.mde_of(row.method, row.low, row.high, row.n_seeds)
+        return dataclasses.replace(
+            row, **{**shared, "figure": row.figure or self.figure}, claim=self.says, verdict="",
+            plateau=row.plateau if self.trained else None, baseline_works=row.baseline_works if self.baseline else None,
+            mde=kept_mde if self.kind in DECIDED else None)
 
     def reaches_either_verdict(self, curve_points: dict[str, int]) -> bool:
         """Whether a row of this declaration could read *reproduced* and could read *not reproduced*: it has a

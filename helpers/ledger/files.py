@@ -25,6 +25,7 @@ LEDGER_PROFILE = "cpu"
 LEDGER_PROFILES = ("cpu", "gpu")
 # Where the generated blocks live, relative to the repo root: the full claims table, the result tables and a gpu
 # ledger's block in CLAIMS_DOC; the ledger's headline (counts only) in README.
+LEDGER_DOC = "docs/ledger.md"
 CLAIMS_DOC = "docs/claims.md"
 README = "README.md"
 GENERATED_FILES = (README, CLAIMS_DOC)
@@ -63,6 +64,12 @@ def tables_path(profile: str = LEDGER_PROFILE) -> Path:
 def claims_doc_path(root: Path | None = None) -> Path:
     """docs/claims.md under ``root`` (the repo root by default): the full claims table and the result tables."""
     return Path(root or repo_root()) / CLAIMS_DOC
+
+
+def ledger_doc_path(root: Path | None = None) -> Path:
+    """docs/ledger.md under ``root`` (the repo root by default): how the ledger decides, with the counts of what the
+    design can decide."""
+    return Path(root or repo_root()) / LEDGER_DOC
 
 
 def readme_path(root: Path | None = None) -> Path:

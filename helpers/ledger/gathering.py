@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .. import code_identity, profiles, store
 from .files import (LEDGER_PROFILE, LEDGER_PROFILES, ProvenanceError, check_digest, claims_dir, claims_doc_path,
-                    journal_path, ledger_code, ledger_path, read_changes, read_json, read_payload, read_provenance,
+                    journal_path, ledger_code, ledger_doc_path, ledger_path, read_changes, read_json, read_payload, read_provenance,
                     read_rows, read_table, read_tables, readme_path, rows_to_json, tables_path,
                     tables_to_json)
 from .provenance import check_consistent, check_provenance, random_weights_refusal, rerun
@@ -54,7 +54,7 @@ def gather(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] | None = None
                     + fresh_tables, key=lambda entry: entry.key)
     code = _code_record(origins, fresh, ledger_code(ledger))
     # refuses docs without their markers before anything is written
-    texts = (render_docs(rows, tables, changes, code) if profile == LEDGER_PROFILE else
+    texts = (render_docs(rows, tables, changes, code, provenance=origins) if profile == LEDGER_PROFILE else
              gpu_block(claims_doc_path(), rows, profile, origins))
     store.write_together({ledger: rows_to_json(rows, profile=profile, provenance=origins, changes=changes,
                                                code={"gathered_at": code_identity.git("rev-parse", "HEAD"),
@@ -148,4 +148,5 @@ def compare_with_ledger(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] 
 
 def finish_interrupted_gather() -> None:
     """Roll an interrupted :func:`gather` forward (or clean up after one killed before it wrote anything)."""
-    store.finish_together(journal_path(), [ledger_path(), tables_path(), claims_doc_path(), readme_path()])
+    store.finish_together(journal_path(), [ledger_path(), tables_path(), claims_doc_path(), readme_path(),
+                                          ledger_doc_path()])

@@ -10,9 +10,10 @@ from typing import Sequence
 
 from .. import store
 from .fields import DECIDED, DEFINITION, FINDING, MEASUREMENT, PAPERS, REFERENCE, SEED_PAPERS, VERDICTS
-from .files import (LEDGER_PROFILE, claims_doc_path, journal_path, ledger_code, ledger_path, read_changes, read_rows,
-                    read_tables, readme_path, tables_path)
+from .files import (LEDGER_PROFILE, claims_doc_path, journal_path, ledger_code, ledger_doc_path, ledger_path,
+                    read_changes, read_provenance, read_rows, read_tables, readme_path, tables_path)
 from .provenance import files_text
+from .design import DESIGN_BEGIN, DESIGN_END, design_block, models_line, what_the_design_can_say
 from .rows import Claim, reason_of
 from .tables import ResultTable
 
@@ -165,7 +166,7 @@ def _paper_counts(rows: Sequence[Claim]) -> list[str]:
     return cells
 
 
-def render_headline(rows: Sequence[Claim]) -> str:
+def render_headline(rows: Sequence[Claim], provenance: dict | None = None) -> str:
     """The README's headline of the ledger: per paper (by name, in the order of the notebook that holds most of its
     rows), its findings and reference claims by verdict, its definition checks and measurements; the four papers'
     total (the figures :func:`tally` gives), then the papers beyond them, counted apart; and why the inconclusive
@@ -191,10 +192,15 @@ def render_headline(rows: Sequence[Claim]) -> str:
         papers = ", ".join(sorted({PAPERS[row.paper] for row in beyond}))
         lines.append(line(f"beyond them: {papers}", beyond))
     lines += ["", f"{len(rows)} rows at the {LEDGER_PROFILE} scale, generated from `{_source()}`."]
+    models = models_line(provenance)
+    if models:
+        lines += ["", models]
     for whose, chosen in (("The four papers'", seed_rows), ("Beyond them, the", beyond)):
         if _reasons(chosen):
             lines += ["", f"{whose} {counts(chosen)['inconclusive']} inconclusive findings, each under its first "
                           f"reason: {_reasons(chosen, '; ')}."]
+    if what_the_design_can_say(seed_rows):
+        lines += ["", f"What this ledger can say: {what_the_design_can_say(seed_rows)}"]
     return "\n".join(lines)
 
 
@@ -260,26 +266,33 @@ def render_claims_doc(text: str, rows: Sequence[Claim], tables: Sequence[ResultT
     return _splice_tables(_splice(text, CLAIMS_BEGIN, CLAIMS_END, body, path, "the claims table"), tables, path)
 
 
-def render_readme(text: str, rows: Sequence[Claim], path: Path) -> str:
+def render_readme(text: str, rows: Sequence[Claim], path: Path, provenance: dict | None = None) -> str:
     """The README's ``text`` with its headline block regenerated (:func:`render_headline`)."""
-    return _splice(text, HEADLINE_BEGIN, HEADLINE_END, render_headline(rows), path, "the ledger's headline")
+    return _splice(text, HEADLINE_BEGIN, HEADLINE_END, render_headline(rows, provenance), path,
+                   "the ledger's headline")
 
 
 def render_docs(rows: Sequence[Claim], tables: Sequence[ResultTable], changes: Sequence[dict] = (),
-                code: dict | None = None, root: Path | None = None) -> dict[Path, str]:
+                code: dict | None = None, root: Path | None = None, provenance: dict | None = None
+                ) -> dict[Path, str]:
     """Every file with generated blocks (docs/claims.md, README.md under ``root``) as ``rows``, ``tables``,
-    ``changes`` and ``code`` render it: ``{path: text}``. Raises ValueError, writing nothing, when a file or a
-    marker is missing."""
-    doc, readme = claims_doc_path(root), readme_path(root)
-    return {doc: render_claims_doc(_read_doc(doc), rows, tables, doc, changes, code),
-            readme: render_readme(_read_doc(readme), rows, readme)}
+    ``changes``, ``code`` and the notebooks' ``provenance`` render it: ``{path: text}``. Raises ValueError, writing
+    nothing, when a file or a marker is missing."""
+    doc, readme, design = claims_doc_path(root), readme_path(root), ledger_doc_path(root)
+    texts = {doc: render_claims_doc(_read_doc(doc), rows, tables, doc, changes, code),
+             readme: render_readme(_read_doc(readme), rows, readme, provenance)}
+    if design.exists():  # a workbook without docs/ledger.md (a test's) has no design counts to keep
+        texts[design] = _splice(design.read_text(), DESIGN_BEGIN, DESIGN_END, design_block(rows), design,
+                                "the counts of what the design can decide")
+    return texts
 
 
 def committed_docs(root: Path | None = None) -> dict[Path, str]:
     """:func:`render_docs` from the committed ledger and tables file alone."""
     ledger = ledger_path()
     rows = read_rows(ledger) if ledger.exists() else []
-    return render_docs(rows, read_tables(), read_changes(ledger), ledger_code(ledger), root)
+    return render_docs(rows, read_tables(), read_changes(ledger), ledger_code(ledger), root,
+                       read_provenance(ledger) if ledger.exists() else None)
 
 
 def stale_docs(root: Path | None = None) -> list[Path]:

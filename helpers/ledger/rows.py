@@ -236,6 +236,29 @@ def reason_of(row: Claim) -> Reason | None:
     return Reason(STRADDLES, "", True)
 
 
+NOT_STOPPED = "trained on a curve not shown stopped"
+
+
+def what_blocks_no(row: Claim) -> str | None:
+    """Why a finding or reference claim could not read *not reproduced* in this ledger, whatever its interval: the
+    first of a confound, no check, another hardware regime, a baseline not shown to work, one training seed, and a
+    trained row whose held-out curve is not shown to have stopped (the rule reads "no" only from a stopped curve).
+    None when an interval on the contradicting side would read *not reproduced*."""
+    if row.confound:
+        return CONFOUNDED
+    if not row.check.strip():
+        return NO_CHECK
+    if row.regime:
+        return REGIME
+    if row.baseline_works is False:
+        return BASELINE
+    if row.single_seed:
+        return ONE_SEED
+    if row.still_improving:
+        return NOT_STOPPED
+    return None
+
+
 def verdict_of(row: Claim) -> str:
     """The one verdict rule, symmetric: each verdict needs a check.
 

@@ -11,6 +11,7 @@ import json
 from typing import Sequence
 
 from .. import code_identity, metrics, profiles, store
+from .declared import declared_claims
 from .fields import DECIDED, DEFINITION, STUDY_MIN_SEEDS, curve, number
 from .files import ProvenanceError, check_digest, claims_dir, read_payload, rows_to_json, study_dir
 from .provenance import examples_of, examples_study, expected_parameters, files_text, seed_fingerprint
@@ -33,7 +34,7 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None, look
     halves = [(row.high - row.low) / 2 for row in group]
     level = 0.95 if plan is None else plan.level
     mean, low, high = metrics.seeds_with_examples_interval(values, halves, level)
-    mde = metrics.seeds_with_examples_mde(values, halves) if first.kind in DECIDED else first.mde
+    mde = metrics.seeds_with_examples_mde(values, halves, level=level) if first.kind in DECIDED else first.mde
     each = ", ".join(f"{seed}: {number(value)}" for seed, value in zip(seeds, values))
     works = all(row.baseline_works is True for row in group) if first.baseline else first.baseline_works
     confounds = dict.fromkeys(f"seed {seed}: {row.confound}" for seed, row in zip(seeds, group) if row.confound)
@@ -199,8 +200,16 @@ def _study_payloads(profile: str, notebook: str, seeds: Sequence[int], schedule)
     return {where: read_payload(study_dir(profile, where[1], where[0]) / f"{notebook}.json") for where in sorted(wanted)}
 
 
+def redeclared_rows(rows: Sequence[Claim]) -> list[Claim]:
+    """A per-seed file's rows read under their current declarations (:meth:`~helpers.ledger.declared.Declared.
+    redeclare`): what was measured as recorded, what it means as declared now. A row whose id no paper declares is
+    kept as recorded; ``python -m helpers.ledger --check`` names it (:func:`~helpers.ledger.audit.undeclared_rows`)."""
+    declared = declared_claims()
+    return [declared[row.id].redeclare(row) if row.id in declared else row for row in rows]
+
+
 def _combined_from(payloads: dict[tuple[int, int], dict], profile: str, plan, schedule) -> tuple[list[Claim], dict]:
-    rows = {where: payload["claims"] for where, payload in payloads.items()}
+    rows = {where: redeclared_rows(payload["claims"]) for where, payload in payloads.items()}
     if plan is None:
         rows = combine_seeds({seed: found for (scale, seed), found in rows.items()})
     else:

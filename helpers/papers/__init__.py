@@ -35,6 +35,7 @@ class Paper:
     name: str
     package: str
     seed: bool = True
+    models: str = ""  # the models the paper's own results are on (the ledger's headline sets ours beside them)
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,12 @@ class Notebook:
 
 
 PAPERS: dict[str, Paper] = {paper.key: paper for paper in (
-    Paper("000", "MAGNET", "magnet"),
+    Paper("000", "MAGNET", "magnet", models="LLaMA-2-7B"),
     Paper("001", "Lecture", "lecture"),
-    Paper("002", "OpenLTG", "openltg"),
-    Paper("003", "SR", "sequence_repetition"),
-    Paper("004", "EMAT", "emat"),
+    Paper("002", "OpenLTG", "openltg", models="RoBERTa-base"),
+    Paper("003", "SR", "sequence_repetition",
+          models="Gemma-7B, Gemma2-2B, Gemma2-9B, Qwen3-1.7B, Qwen3-4B, Qwen3-8B and Mistral-7B"),
+    Paper("004", "EMAT", "emat", models="BERT-base"),
     # beyond the four papers (notebook 07): counted apart in the docs
     Paper("LLaDA", "LLaDA", "diffusion", seed=False),
     Paper("MDLM", "MDLM", "diffusion", seed=False),
