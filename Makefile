@@ -62,8 +62,11 @@ CARRY_NOTEBOOKS ?= 01 02 03 04 05 06 07
 carry: setup
 	$(PY) -m helpers.equal_numbers --notebooks $(CARRY_NOTEBOOKS)
 
+# Two pytest-xdist workers, each with its share of the cores for torch; the items that run notebooks in this checkout
+# (or read what they wrote) stay together in one worker (conftest.py's notebook group).
+TEST_WORKERS ?= 2
 test: setup
-	WORKBOOK_PROFILE=smoke $(PY) -m pytest tests notebooks --nbmake -q -p no:cacheprovider
+	WORKBOOK_PROFILE=smoke $(PY) -m pytest tests notebooks --nbmake -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
 
 benchmark: setup
 	$(PY) benchmarks/attention_masks.py

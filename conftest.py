@@ -1,4 +1,6 @@
-"""Session-wide pytest wiring: the ledger check runs after the notebooks that nbmake executes.
+"""Session-wide pytest wiring: the ledger check runs after the notebooks that nbmake executes; under pytest-xdist
+(``make test``: two workers) the notebook items share one worker and each worker takes its share of the cores; a
+guarded break (``WORKBOOK_BREAK``, ``tests/breaks.py``) is applied to the whole session when asked.
 
 Tests marked ``after_notebooks`` move to the end of the session, so they can read what the notebooks wrote
 (e.g. each notebook's claims under ``runs/claims/smoke``). A notebook that tests/test_out_of_order.py runs whole
@@ -12,11 +14,46 @@ import pytest
 SESSION_START = time.time()
 
 
+BREAK_VAR = "WORKBOOK_BREAK"  # a guarded break (tests/breaks.py) applied to this whole session
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "after_notebooks: runs after every other item, notebooks included")
+    config.pluginmanager.register(_NotebookGroup(), "workbook-notebook-group")
+    import os
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:  # each pytest-xdist worker gets its share of the cores for its own torch work
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or workers) // workers))
+    import os
+
+    if os.environ.get(BREAK_VAR):  # python -m helpers.ledger --breaks: the session runs a finding's checks under it
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("workbook_breaks", Path(__file__).parent / "tests" / "breaks.py")
+        breaks = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(breaks)
+        breaks.apply(os.environ[BREAK_VAR], pytest.MonkeyPatch())
 
 
 OUT_OF_ORDER = "tests/test_out_of_order.py::"
+# Under pytest-xdist (make test runs two workers) the items that run notebooks in this checkout or read what they wrote
+# run in one worker, in the order below: they share runs/claims/smoke and the figures of the workbook root.
+NOTEBOOK_GROUP = "notebooks"
+_IN_NOTEBOOK_GROUP = (OUT_OF_ORDER, "tests/test_browser.py::")
+
+
+class _NotebookGroup:
+    """Marks the notebook items before pytest-xdist names its groups (a plugin of its own: tryfirst)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            if (str(item.fspath).endswith(".ipynb") or item.nodeid.startswith(_IN_NOTEBOOK_GROUP)
+                    or item.get_closest_marker("after_notebooks") is not None):
+                item.add_marker(pytest.mark.xdist_group(NOTEBOOK_GROUP))
 
 
 @pytest.hookimpl(trylast=True)  # after ``-m``/``-k`` have deselected theirs

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,9 @@ class Declared:
     - ``check``: pytest node ids of the tests that validate the mechanism the row rests on (against the paper's text
       or its authors' code on the same inputs, or a planted case where the effect must appear). Without one neither
       verdict can be reached; ``python -m helpers.ledger --check`` fails when a named test does not exist.
+    - ``breaks``: the guarded breaks (``tests/breaks.py``, space-separated names) of the mechanism the row rests on,
+      each a one-line mistake that would leave its number plausible; ``python -m helpers.ledger --breaks`` fails when
+      all of ``check`` pass under one of them (:mod:`helpers.ledger.breaks`).
     - ``trained`` and ``curve``: the row rests on training, and which held-out curve shows whether it stopped.
     - ``baseline`` and ``baseline_must_beat``: the baseline a comparison rests on, and what it must beat to count as
       working (the paper's own comparison; never the untrained step 0 or the label prior, :data:`STRAW_BASELINES`).
@@ -52,6 +56,7 @@ class Declared:
     margin: float | None = None
     margin_source: str = ""
     check: str = ""
+    breaks: str = ""
     figure: str = ""
     trained: bool = False
     curve: str = ""
@@ -66,6 +71,9 @@ class Declared:
         check_shared(self, who)
         for name in ("says", "quantity"):
             _text(self, name, who)
+        if not isinstance(self.breaks, str) or not all(re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", name)
+                                                       for name in self.breaks.split()):
+            raise ValueError(f"{who}breaks={self.breaks!r} must be space-separated dotted names of tests/breaks.py")
         if self.baseline and not self.baseline_must_beat.strip():
             raise ValueError(f"{who}baseline={self.baseline!r} needs baseline_must_beat=: what it must beat to "
                              "count as working (the paper's own comparison)")

@@ -172,7 +172,8 @@ TABLE7_TESTS = "tests/papers/openltg/test_openltg_experiment_table7.py"
 FUNCTION_WORD_CHECK = (f"{EXPERIMENT_TESTS}::test_function_word_share_is_the_function_word_mass_of_the_top_50_candidates "
                        f"{EXPERIMENT_TESTS}::test_function_word_share_counts_stop_words_and_punctuation "
                        f"{MECHANISM_TESTS}::test_probe_records_the_raw_logits_at_every_iteration")
-LTD_CHECK = f"{MECHANISM_TESTS}::test_ltd_temperatures_follow_eq8 {MECHANISM_TESTS}::test_ltd_flattens_early_and_sharpens_late"
+LTD_CHECK = (f"{MECHANISM_TESTS}::test_ltd_temperatures_follow_eq8 {MECHANISM_TESTS}::test_ltd_flattens_early_and_sharpens_late "
+             f"{MECHANISM_TESTS}::test_every_iteration_samples_at_its_ltd_temperature")
 DSWA_CHECK = (f"tests/test_masks.py::test_dswa_schedule_follows_eq_7 "
               f"{MECHANISM_TESTS}::test_dswa_gives_each_layer_its_eq7_window_and_no_dswa_one_mask "
               f"{MECHANISM_TESTS}::test_dswa_confines_a_prediction_to_its_window_while_the_prompt_stays_visible")
@@ -188,6 +189,7 @@ METRIC_CHECKS = {  # §5.1's metrics against their definitions (sacrebleu, rouge
     "PPL": f"{TABLE6_TESTS}::test_continuation_perplexity_is_the_mean_nll_of_the_continuation_tokens",
 }
 STRATEGY_CHECKS = {"LTD": LTD_CHECK, "DSWA": DSWA_CHECK}
+STRATEGY_BREAKS = {"LTD": "openltg.ltd_not_applied", "DSWA": "openltg.dswa_window_ignored"}  # tests/breaks.py: what each strategy's check catches
 SPEED_CHECK = (f"{EXPERIMENT_TESTS}::test_speed_ratios_divide_by_ar_at_the_same_length "
                f"{MECHANISM_TESTS}::test_kv_cache_generation_matches_recomputing_the_whole_prefix")
 LENGTH_CHECK = (f"{TABLE7_TESTS}::test_length_predictor_learns_a_linear_rule_then_offsets_and_clips "
@@ -256,6 +258,7 @@ def declarations(paper_dataset: str = "WP", lr_n: int = 5, prompts: str = "corpu
             paper_value=f"{column} {paper[ablation]['Rep']:.2f} vs {paper['Ours']['Rep']:.2f} ({paper_dataset}, {gap:+.2f})",
             quantity=f"{column}({ablation}) - {column}(Ours)", direction=1, paper_effect=round(gap, 2),
             check=_checks(STRATEGY_CHECKS[strategy], ABLATION_CHECK, METRIC_CHECKS["LR-n"], PAIRED_CHECK),
+            breaks=STRATEGY_BREAKS[strategy],
             figure="figures/05_ablation.png", **adapter))
     next_worst = max((name for name in ABLATIONS if name != "w/o ALL"), key=lambda name: paper[name]["Rep"])
     entries.append(ledger.Declared(
@@ -266,6 +269,7 @@ def declarations(paper_dataset: str = "WP", lr_n: int = 5, prompts: str = "corpu
         quantity=f"{column}(w/o ALL) - {column}(next worst)", direction=1,
         paper_effect=round(paper["w/o ALL"]["Rep"] - paper[next_worst]["Rep"], 2),
         check=_checks(LTD_CHECK, DSWA_CHECK, ABLATION_CHECK, METRIC_CHECKS["LR-n"], PAIRED_CHECK),
+        breaks=f"{STRATEGY_BREAKS['LTD']} {STRATEGY_BREAKS['DSWA']}",
         figure="figures/05_ablation.png", **adapter))
     entries.append(ledger.Declared(
         id="openltg.smart.lr_n.update_all", notebook="05", paper="002", where="§4.3 (SMART)",
@@ -301,7 +305,7 @@ def declarations(paper_dataset: str = "WP", lr_n: int = 5, prompts: str = "corpu
                 # perplexity is the judge's own scale (ours is the profile's decoder, the paper's GPT-2): no effect
                 paper_effect=None if metric == "PPL" or beside else round(gap, 2),
                 check=_checks(METRIC_CHECKS[metric], STRATEGY_CHECKS[strategy], ABLATION_CHECK, PAIRED_CHECK),
-                figure="figures/05_ablation.png", **adapter))
+                breaks="" if beside else STRATEGY_BREAKS[strategy], figure="figures/05_ablation.png", **adapter))
     entries += [
         ledger.Declared(
             id="openltg.fig5.speedup", notebook="05", paper="002", where="§6.1, Fig. 5",

@@ -63,3 +63,38 @@ def test_smoke_runs_save_the_adapter_later_notebooks_find(tiny, tmp_path, monkey
     assert mntp_adapter.mntp_adapter(smoke) == (comparison.mntp_adapter_path, mntp_key)
     hits = experiment.final_hits(comparison, mlm_data)
     assert len(hits["MNTP"][1]) == recipe.batch_size * recipe.eval_batches
+
+
+def test_the_adapter_is_trained_and_scored_under_bidirectional_attention(tmp_path):
+    """MNTP (Eq. 2) removes the causal mask: the held-out evaluation notebook 02's runs record at step 0 (LoRA's B
+    starts at zero, so the base model) is the masked-token cross-entropy under full bidirectional attention,
+    computed here by hand from the decoder body and the LM head, not through ``objectives.masked_lm_loss``; under
+    the causal mask it differs."""
+    import torch.nn.functional as F
+
+    from helpers import attention, masks as M, training as T
+
+    model, tokenizer = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    blocks = torch.randint(10, 2000, (8, 16), generator=torch.Generator().manual_seed(0))
+    mask_id = O.resolve_mask_token(tokenizer, "underscore")
+    evals = O.fixed_eval_batches("mntp", blocks[:2], batch_size=2, num_batches=1, mask_id=mask_id,
+                                 vocab_size=len(tokenizer), special_ids=tokenizer.all_special_ids)
+    config = T.TrainConfig(steps=1, batch_size=2, lr=1e-2, eval_every=1, seed=1)
+    _, records = mntp_adapter.masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks,
+                                                   eval_batches=evals, config=config, run_dir=tmp_path / "run",
+                                                   mask_id=mask_id, progress=False,
+                                                   lora=T.LoraSettings(r=4, alpha=8, dropout=0.0))
+    recorded = next(record["eval_loss"] for record in records if record.get("step") == 0 and "eval_loss" in record)
+    base, _ = models.load_model("tiny-random:llama", device="cpu", dtype="float32", seed=0)
+    batch = evals[0]
+
+    @torch.no_grad()
+    def by_hand(mask) -> float:
+        hidden = attention.forward_with_mask(models.decoder_body(base), batch["input_ids"], mask,
+                                             padding_mask=batch["padding_mask"]).last_hidden_state
+        rows, cols = (batch["labels"] != -100).nonzero(as_tuple=True)
+        logits = base.get_output_embeddings()(hidden[rows, cols])
+        return float(F.cross_entropy(logits.float(), batch["labels"][rows, cols]))
+
+    assert recorded == pytest.approx(by_hand(M.bidirectional), rel=1e-5)
+    assert abs(by_hand(M.bidirectional) - by_hand(M.causal)) > 1e-3  # the check tells the two apart

@@ -123,6 +123,24 @@ def test_ltd_temperatures_follow_eq8():
     assert [it.temperature for it in flat.trace] == [1.0] * 8
 
 
+def test_every_iteration_samples_at_its_ltd_temperature():
+    """Eq. 8 applied, not only computed: the confidence each iteration records for its probe position is the sampled
+    token's probability under softmax(logits / T_t) with T_t = β(1 - t/T) (banned tokens at -inf), so the sampler
+    drew at that temperature; at temperature 1 the recorded confidences would differ."""
+    backend = ToyMaskedLM()
+    config = mechanism.DecodeConfig(iterations=6, beta=1.8, update_all=True, probe_position=2)
+    decoded = mechanism.mask_predict(backend, prompts_of(4), 5, config, seed=1)
+    differs = 0
+    for iteration in decoded.trace:
+        token = int(iteration.tokens[0, 2])
+        logits = iteration.probe_logits[0]
+        at_temperature = torch.softmax(logits / iteration.temperature, -1)[token]
+        assert iteration.temperature == pytest.approx(1.8 * (1 - iteration.step / 6))
+        assert float(iteration.confidences[0, 2]) == pytest.approx(float(at_temperature), rel=1e-5)
+        differs += abs(float(torch.softmax(logits, -1)[token]) - float(at_temperature)) > 1e-3
+    assert differs >= 4  # the check can tell the temperatures apart on these logits
+
+
 def test_ltd_flattens_early_and_sharpens_late():
     """§4.2: 'flattened when T > 1, and become sharp when T < 1', from peaked to flat to peaked."""
     logits = ToyMaskedLM._seeded_logits(7)
