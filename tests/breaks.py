@@ -54,6 +54,31 @@ def _causal_training(monkeypatch) -> None:
                                                                                            **options))
 
 
+@guarded_break("magnet.hybrid_mask_causal", "MAGNET's hybrid mask (Fig. 2) is the causal one: span tokens never see "
+                                            "their right context, in training and in scoring")
+def _hybrid_mask_causal(monkeypatch) -> None:
+    from helpers import masks
+
+    monkeypatch.setattr(masks, "magnet", lambda spans: masks.causal)
+
+
+@guarded_break("magnet.rep_scores_the_prefix", "Table 5's and Fig. 6's Rep-n and Rep-Sen score the prefix with the "
+                                               "continuation (the generated ids read from the start of the row)")
+def _rep_scores_the_prefix(monkeypatch) -> None:
+    from helpers.papers.magnet import experiment_table5
+
+    original = experiment_table5.generate
+
+    def with_prefix(model, tokenizer, prefixes, **options):
+        found = original(model, tokenizer, prefixes, **options)
+        for row in found:
+            row["continuation_ids"] = tokenizer(row["prefix"], add_special_tokens=False).input_ids + \
+                row["continuation_ids"]
+        return found
+
+    monkeypatch.setattr(experiment_table5, "generate", with_prefix)
+
+
 @guarded_break("sr.first_copy_read", "SR reads each token's state in the first copy instead of the last (§2): the "
                                      "repeated input is built, but its tokens are read where they saw no later token")
 def _first_copy_read(monkeypatch) -> None:

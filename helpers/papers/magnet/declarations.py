@@ -73,9 +73,12 @@ MARGIN_CHECK = REP_CHECK + (f" {_TESTS}test_magnet_report.py::"
                             "test_much_less_is_a_margin_below_zero_exactly_when_the_share_is_below_it")
 # Fig. 6: the joint run generates at the Fig. 6 steps, and the trend rows read a rise (or its absence) as stated.
 FIG6_CHECK = (f"{_TESTS}test_magnet_experiment_table5.py::test_rep_n_metrics_match_hand_counts "
+              f"{_TESTS}test_magnet_experiment_table5.py::test_generation_has_exactly_the_requested_length "
               f"{_TESTS}test_magnet_experiment.py::test_joint_evaluation_generates_only_at_fig6_steps_and_training_passes_the_step "
               f"{_TESTS}test_magnet_report.py::"
               "test_fig6_rows_test_magnets_trend_against_a_stated_margin_and_llm2vecs_rise_above_zero")
+# tests/breaks.py: the mistakes the degeneration rows' checks must catch
+REP_BREAKS = "magnet.rep_scores_the_prefix"
 
 PROBE_DATA = ("spaCy silver labels (en_core_web_sm) on Jane Austen sentences, not CoNLL-2003 or the paper's chunking, "
               "NER and POS sets")
@@ -156,6 +159,7 @@ def _table4_declarations() -> list[ledger.Declared]:
     out = []
     for dataset in PAPER["table4"]:
         common = dict(notebook="03", paper="000", where="Table 4", figure="03_infilling_ppl.png", check=INFILL_CHECK,
+                      breaks="magnet.hybrid_mask_causal",
                       dataset=INFILL_DATA[dataset], trained=True, curve=MAGNET_HELDOUT_CURVE, direction=1)
         out.append(ledger.Declared(
             id=f"magnet.table4.{claim_slug(dataset)}.right_context",
@@ -185,7 +189,8 @@ def _table5_declarations() -> list[ledger.Declared]:
                 id=f"magnet.table5.{metric}.llm2vec_vs_base.{claim_slug(set_name)}",
                 says=f"the LLM2Vec-style adaptation raises {label} over the base ({set_name})",
                 paper_value=f"{raised:+.3f} ({set_name})", quantity=f"{label}, LLM2Vec-style - base, {set_name}",
-                direction=1, paper_effect=round(raised, 3), check=REP_CHECK, curve=mntp_recipe.MNTP_HELDOUT_CURVE,
+                direction=1, paper_effect=round(raised, 3), check=REP_CHECK, breaks=REP_BREAKS,
+                curve=mntp_recipe.MNTP_HELDOUT_CURVE,
                 **common))
             margin = (paper["MAGNET"][index] - paper["base"][index]) - MUCH_LESS * raised
             out.append(ledger.Declared(
@@ -195,7 +200,8 @@ def _table5_declarations() -> list[ledger.Declared]:
                      f"LLM2Vec-style's (ours: 'much less' read as less than half; the paper's share is {share:.2f}; "
                      f"{set_name})", paper_value=f"{margin:+.3f} (share {share:.2f}; {set_name})",
                 quantity=f"{label} raise margin, MAGNET - {MUCH_LESS:g} x LLM2Vec-style, {set_name}", direction=-1,
-                paper_effect=round(margin, 3), check=MARGIN_CHECK, curve=MAGNET_HELDOUT_CURVE, baseline="the LLM2Vec-style adaptation",
+                paper_effect=round(margin, 3), check=MARGIN_CHECK, breaks=REP_BREAKS,
+                curve=MAGNET_HELDOUT_CURVE, baseline="the LLM2Vec-style adaptation",
                 baseline_must_beat=f"the base's {label}, as in Table 5 (LLM2Vec-style raises it by {raised:+.3f}, "
                                    f"{set_name}): the LLM2Vec-style - base {label} interval lies above 0",
                 **common))
@@ -204,7 +210,7 @@ def _table5_declarations() -> list[ledger.Declared]:
 
 def _fig6_declarations() -> list[ledger.Declared]:
     common = dict(notebook="03", paper="000", where="Fig. 6", figure="03_repetition_curve.png", trained=True,
-                  check=FIG6_CHECK, dataset=FIG6_DATA)
+                  check=FIG6_CHECK, breaks=REP_BREAKS, dataset=FIG6_DATA)
     return [
         ledger.Declared(
             id="magnet.fig6.rep4_rise.magnet",
