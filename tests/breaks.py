@@ -96,6 +96,16 @@ def _first_copy_read(monkeypatch) -> None:
     monkeypatch.setattr(mechanism, "repeat_batch", first_copy)
 
 
+@guarded_break("emat.accuracy_off_by_one", "accuracy@k counts the gold among the first k + 1 predictions (EMAT §5's "
+                                           "\"among the top-k predictions\" read one too wide)")
+def _accuracy_off_by_one(monkeypatch) -> None:
+    from helpers import metrics
+
+    original = metrics.accuracy_at_k
+    monkeypatch.setattr(metrics, "accuracy_at_k", lambda ranked, gold, ks=(1, 3, 5, 10, 50): {
+        int(k): original(ranked, gold, [int(k) + 1])[int(k) + 1] for k in ks})
+
+
 @guarded_break("testing.nothing", "changes nothing (the runner's own test: a break no check can catch survives)")
 def _nothing(monkeypatch) -> None:
     return None

@@ -83,7 +83,13 @@ NEW_ROWS_MUST_BEAT = ("its own dev a@1 where its training began: the head must h
 BASELINE_K = 10
 
 
+# tests/breaks.py: the mistake every row scored by accuracy@k (its check names _SCORING) must catch
+SCORING_BREAKS = "emat.accuracy_off_by_one"
+
+
 def _declared(id, where, says, paper_value, quantity, **fields):
+    if _SCORING in fields.get("check", ""):
+        fields.setdefault("breaks", SCORING_BREAKS)
     return Declared(id=id, notebook="06", paper="004", where=where, says=says, paper_value=paper_value,
                     quantity=quantity, dataset=DATASET, **fields)
 
