@@ -54,6 +54,17 @@ def _causal_training(monkeypatch) -> None:
                                                                                            **options))
 
 
+@guarded_break("sr.exit_not_applied", "early exit (§3.5) is configured but not applied: the tagger reads the last "
+                                      "layer whatever exit layer it names")
+def _exit_not_applied(monkeypatch) -> None:
+    import contextlib
+
+    from helpers.papers.sequence_repetition import mechanism
+
+    monkeypatch.setattr(mechanism, "truncate_layers", lambda body, exit_layer: body)
+    monkeypatch.setattr(mechanism, "early_exit", contextlib.contextmanager(lambda body, exit_layer: (yield body)))
+
+
 @guarded_break("magnet.hybrid_mask_causal", "MAGNET's hybrid mask (Fig. 2) is the causal one: span tokens never see "
                                             "their right context, in training and in scoring")
 def _hybrid_mask_causal(monkeypatch) -> None:

@@ -111,7 +111,7 @@ def _exit_declarations() -> list:
                 paper_value="exit@19 and exit@24 of 32 match or beat the last layer",
                 quantity=f"F1 difference, r={r}, exit@{paper_layer} (scaled) - last layer",
                 direction=1, threshold=-EXIT_MARGIN, check=f"{_EXIT_CHECK} {_FINE_TUNING_CHECK}",
-                figure="figures/04_sr_early_exit.png",
+                breaks="sr.exit_not_applied", figure="figures/04_sr_early_exit.png",
                 baseline=f"the SR r={r} tagger at full depth (its last layer)", baseline_must_beat=_SR_MUST_BEAT,
                 **_TRAINED))
         entries.append(ledger.Declared(
@@ -121,7 +121,7 @@ def _exit_declarations() -> list:
             paper_value="quality improves with more repetitions at L=19 and L=24",
             quantity=f"F1 difference, exit@{paper_layer} (scaled), most - fewest repetitions",
             direction=1, check=f"{_EXIT_CHECK} {_REPETITION_CHECK} {_FINE_TUNING_CHECK}",
-            figure="figures/04_sr_early_exit.png", **_TRAINED))
+            breaks="sr.exit_not_applied sr.first_copy_read", figure="figures/04_sr_early_exit.png", **_TRAINED))
     for r in EXIT_REPEATS:
         entries.append(ledger.Declared(
             id=f"sr.fig5.probe.exit19.r{r}", notebook="04", paper="003", where="§4.4, Fig. 5 (frozen-feature probe)",
