@@ -73,6 +73,16 @@ def _hybrid_mask_causal(monkeypatch) -> None:
     monkeypatch.setattr(masks, "magnet", lambda spans: masks.causal)
 
 
+@guarded_break("magnet.words_pooled_unshifted", "§4.1's word pooling reads output i for token i instead of output "
+                                                "i - 1 (the MNTP model's shift dropped)")
+def _words_pooled_unshifted(monkeypatch) -> None:
+    from helpers.papers.magnet import mechanism
+
+    original = mechanism.pool_words
+    monkeypatch.setattr(mechanism, "pool_words", lambda hidden, spans, *, shift=True: original(hidden, spans,
+                                                                                                shift=False))
+
+
 @guarded_break("magnet.rep_scores_the_prefix", "Table 5's and Fig. 6's Rep-n and Rep-Sen score the prefix with the "
                                                "continuation (the generated ids read from the start of the row)")
 def _rep_scores_the_prefix(monkeypatch) -> None:

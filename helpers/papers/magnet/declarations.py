@@ -98,7 +98,8 @@ def claim_slug(text: str) -> str:
 
 def _table1_declarations() -> list[ledger.Declared]:
     out = []
-    common = dict(notebook="03", paper="000", figure="03_word_probes.png", check=PROBE_CHECK, dataset=PROBE_DATA)
+    common = dict(notebook="03", paper="000", figure="03_word_probes.png", check=PROBE_CHECK, dataset=PROBE_DATA,
+                  breaks="magnet.words_pooled_unshifted")
     for task_index, task in enumerate(PROBE_TASKS):
         paper = PAPER["table1"]["MAGNET"][task_index] - PAPER["table1"]["base"][task_index]
         out.append(ledger.Declared(
