@@ -11,9 +11,16 @@ from .files import ledger_path
 from .rows import STILL_MOVING, Claim, reason_of, what_blocks_no
 
 
-def _source() -> str:
+def ledger_source() -> str:
     """The committed ledger, as the generated blocks name it: ``claims/ledger_cpu.json``."""
     return ledger_path().relative_to(ledger_path().parents[1]).as_posix()
+
+
+def _detecting(findings: Sequence[Claim]) -> tuple[list[Claim], list[Claim]]:
+    """The findings that state the paper's effect in our units, and those of them whose ``mde`` (80% power at the
+    level the row is read at) is within it."""
+    with_effect = [row for row in findings if row.paper_effect is not None and row.mde is not None]
+    return with_effect, [row for row in with_effect if row.mde <= abs(row.paper_effect)]
 
 
 def _counted(counts_by_reason: dict[str, int]) -> str:
@@ -38,10 +45,9 @@ def what_the_design_can_say(rows: Sequence[Claim], *, power: bool = True) -> str
             f"the paper's regime, a working baseline, a seed study and, if trained, a held-out curve shown to have "
             f"stopped)" + (f"; the other {sum(blocked.values())} cannot, whatever their interval: "
                            f"{_counted(blocked)}." if blocked else "."))
-    with_effect = [row for row in findings if row.paper_effect is not None and row.mde is not None]
+    with_effect, detect = _detecting(findings)
     if with_effect and power:
-        detectable = sum(row.mde <= abs(row.paper_effect) for row in with_effect)
-        text += (f" {len(with_effect)} findings state the paper's effect in our units; {detectable} of them could "
+        text += (f" {len(with_effect)} findings state the paper's effect in our units; {len(detect)} of them could "
                  "detect an effect of that size (80% power at the level each row is read at).")
     return text
 
@@ -60,8 +66,7 @@ def design_block(rows: Sequence[Claim]) -> str:
 
     seed_rows = [row for row in rows if row.paper in SEED_PAPERS]
     findings = [row for row in seed_rows if row.kind == FINDING]
-    with_effect = [row for row in findings if row.paper_effect is not None and row.mde is not None]
-    detect = [row for row in with_effect if row.mde <= abs(row.paper_effect)]
+    with_effect, detect = _detecting(findings)
     here = [row for row in detect if not row.regime]
     lines = [f"- **Power.** {len(with_effect)} of the four papers' {len(findings)} findings state the paper's effect "
              f"in our units; {len(detect)} of them could detect an effect of that size (80% power at the level each "
@@ -72,7 +77,7 @@ def design_block(rows: Sequence[Claim]) -> str:
     if said:
         lines.append(f"- **Either verdict.** {said}")
     moving = [row for row in seed_rows if row.kind in DECIDED and row.verdict == "inconclusive"
-              and reason_of(row) is not None and reason_of(row).short == STILL_MOVING]
+              and getattr(reason_of(row), "short", None) == STILL_MOVING]
     if moving:
         lines.append(f"- **On the contradicting side, the curve not shown stopped** (a longer run could decide them): "
                      f"{len(moving)} rows ({', '.join(f'`{row.id}`' for row in moving)}).")
@@ -88,7 +93,7 @@ def design_block(rows: Sequence[Claim]) -> str:
         lines.append("- **The plan's classes** of the undecided trained study rows after the last look: "
                      + "; ".join(f"{len(ids)} {name} ({', '.join(f'`{i}`' for i in ids)})"
                                  for name, ids in classes.items()) + ".")
-    return "\n".join(lines + ["", f"Generated from `{_source()}`."])
+    return "\n".join(lines + ["", f"Generated from `{ledger_source()}`."])
 
 
 def models_line(provenance: dict | None) -> str:

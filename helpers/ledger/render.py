@@ -13,7 +13,7 @@ from .fields import DECIDED, DEFINITION, FINDING, MEASUREMENT, PAPERS, REFERENCE
 from .files import (LEDGER_PROFILE, claims_doc_path, journal_path, ledger_code, ledger_doc_path, ledger_path,
                     read_changes, read_provenance, read_rows, read_tables, readme_path, tables_path)
 from .provenance import files_text
-from .design import DESIGN_BEGIN, DESIGN_END, design_block, models_line, what_the_design_can_say
+from .design import DESIGN_BEGIN, DESIGN_END, ledger_source, design_block, models_line, what_the_design_can_say
 from .rows import Claim, reason_of
 from .tables import ResultTable
 
@@ -126,11 +126,6 @@ def _code_line(notebooks: Sequence[str], code: dict) -> list[str]:
         "study`) to recompute; `python -m helpers.ledger --check` lists what changed since." if stale else "")]
 
 
-def _source() -> Path:
-    """The committed ledger, as the generated blocks name it: ``claims/ledger_cpu.json``."""
-    return ledger_path().relative_to(ledger_path().parents[1])
-
-
 def render_markdown(rows: Sequence[Claim], changes: Sequence[dict] = (), code: dict | None = None) -> str:
     """docs/claims.md's table: the headline (:func:`tally`) of the four papers' rows and one line per claim; then, in
     a block of its own with its own count, the rows of papers beyond the four (``PAPERS`` outside ``SEED_PAPERS``), so
@@ -139,9 +134,9 @@ def render_markdown(rows: Sequence[Claim], changes: Sequence[dict] = (), code: d
     beyond = [row for row in rows if row.paper not in SEED_PAPERS]
     notebooks = sorted({row.notebook for row in seed_rows})
     changed = (f" {len(changes)} verdicts changed against the ledger this one replaced (listed under `changes` in "
-               f"`{_source()}`)." if changes else "")
+               f"`{ledger_source()}`)." if changes else "")
     lines = [f"{len(seed_rows)} rows from notebooks {', '.join(notebooks) or '(none yet)'} at the {LEDGER_PROFILE} "
-             f"scale: {tally(seed_rows)}. Generated from `{_source()}`.{changed}", "", *_claims_table(seed_rows),
+             f"scale: {tally(seed_rows)}. Generated from `{ledger_source()}`.{changed}", "", *_claims_table(seed_rows),
              *_code_line(notebooks, code or {})]
     if beyond:
         papers = ", ".join(dict.fromkeys(PAPERS[row.paper] for row in beyond))
@@ -191,7 +186,7 @@ def render_headline(rows: Sequence[Claim], provenance: dict | None = None) -> st
     if beyond:
         papers = ", ".join(sorted({PAPERS[row.paper] for row in beyond}))
         lines.append(line(f"beyond them: {papers}", beyond))
-    lines += ["", f"{len(rows)} rows at the {LEDGER_PROFILE} scale, generated from `{_source()}`."]
+    lines += ["", f"{len(rows)} rows at the {LEDGER_PROFILE} scale, generated from `{ledger_source()}`."]
     models = models_line(provenance)
     if models:
         lines += ["", models]
@@ -199,8 +194,9 @@ def render_headline(rows: Sequence[Claim], provenance: dict | None = None) -> st
         if _reasons(chosen):
             lines += ["", f"{whose} {counts(chosen)['inconclusive']} inconclusive findings, each under its first "
                           f"reason: {_reasons(chosen, '; ')}."]
-    if what_the_design_can_say(seed_rows):
-        lines += ["", f"What this ledger can say: {what_the_design_can_say(seed_rows)}"]
+    said = what_the_design_can_say(seed_rows)
+    if said:
+        lines += ["", f"What this ledger can say: {said}"]
     return "\n".join(lines)
 
 

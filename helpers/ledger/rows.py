@@ -208,12 +208,9 @@ UNDERPOWERED = "underpowered here (the design cannot detect the paper's effect)"
 STRADDLES = "interval straddles the paper's threshold"
 
 
-def reason_of(row: Claim) -> Reason | None:
-    """Why ``row`` (of a kind the rule decides, or a measurement) is *inconclusive*: the first that applies of a
-    confound, no check, another hardware regime, a baseline not shown to work, one training seed, an interval on the
-    contradicting side whose training is not shown to have stopped, a design that cannot detect the paper's effect,
-    and an interval that straddles the threshold. None when its interval decides it: wholly on the paper's side, or
-    wholly on the other with training (if any) shown to have stopped."""
+def _whatever_the_interval(row: Claim) -> Reason | None:
+    """What keeps ``row`` from either verdict whatever its interval: the first of a confound, no check, another
+    hardware regime, a baseline not shown to work and one training seed."""
     if row.confound:
         return Reason(CONFOUNDED, f"confounded: {row.confound}", False)
     if not row.check.strip():
@@ -225,6 +222,18 @@ def reason_of(row: Claim) -> Reason | None:
         return Reason(BASELINE, f"the baseline ({row.baseline}) was not shown to work", False)
     if row.single_seed:
         return Reason(ONE_SEED, row.single_seed_text, True)
+    return None
+
+
+def reason_of(row: Claim) -> Reason | None:
+    """Why ``row`` (of a kind the rule decides, or a measurement) is *inconclusive*: the first that applies of a
+    confound, no check, another hardware regime, a baseline not shown to work, one training seed, an interval on the
+    contradicting side whose training is not shown to have stopped, a design that cannot detect the paper's effect,
+    and an interval that straddles the threshold. None when its interval decides it: wholly on the paper's side, or
+    wholly on the other with training (if any) shown to have stopped."""
+    blocked = _whatever_the_interval(row)
+    if blocked is not None:
+        return blocked
     if _agrees(row):
         return None
     if beyond_paper_side(row):
@@ -244,19 +253,10 @@ def what_blocks_no(row: Claim) -> str | None:
     first of a confound, no check, another hardware regime, a baseline not shown to work, one training seed, and a
     trained row whose held-out curve is not shown to have stopped (the rule reads "no" only from a stopped curve).
     None when an interval on the contradicting side would read *not reproduced*."""
-    if row.confound:
-        return CONFOUNDED
-    if not row.check.strip():
-        return NO_CHECK
-    if row.regime:
-        return REGIME
-    if row.baseline_works is False:
-        return BASELINE
-    if row.single_seed:
-        return ONE_SEED
-    if row.still_improving:
-        return NOT_STOPPED
-    return None
+    blocked = _whatever_the_interval(row)
+    if blocked is not None:
+        return blocked.short
+    return NOT_STOPPED if row.still_improving else None
 
 
 def verdict_of(row: Claim) -> str:
