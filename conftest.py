@@ -6,6 +6,7 @@ Tests marked ``after_notebooks`` move to the end of the session, so they can rea
 (e.g. each notebook's claims under ``runs/claims/smoke``). A notebook that tests/test_out_of_order.py runs whole
 is not run a second time under nbmake (:func:`pytest_collection_modifyitems`).
 """
+import os
 import time
 from pathlib import Path
 
@@ -14,25 +15,20 @@ import pytest
 SESSION_START = time.time()
 
 
-BREAK_VAR = "WORKBOOK_BREAK"  # a guarded break (tests/breaks.py) applied to this whole session
-
-
 def pytest_configure(config):
     config.addinivalue_line("markers", "after_notebooks: runs after every other item, notebooks included")
     config.pluginmanager.register(_NotebookGroup(), "workbook-notebook-group")
-    import os
-
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:  # each pytest-xdist worker gets its share of the cores for its own torch work
         import torch
 
         torch.set_num_threads(max(1, (os.cpu_count() or workers) // workers))
-    import os
+    from helpers.ledger.breaks import BREAK_VAR, REGISTRY
 
     if os.environ.get(BREAK_VAR):  # python -m helpers.ledger --breaks: the session runs a finding's checks under it
         import importlib.util
 
-        spec = importlib.util.spec_from_file_location("workbook_breaks", Path(__file__).parent / "tests" / "breaks.py")
+        spec = importlib.util.spec_from_file_location("workbook_breaks", Path(__file__).parent / REGISTRY)
         breaks = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(breaks)
         breaks.apply(os.environ[BREAK_VAR], pytest.MonkeyPatch())
