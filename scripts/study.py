@@ -11,10 +11,11 @@ keeps them and prints whether its values fall inside the study's prediction inte
 running kernel is shut down), names what finished, combines and gathers nothing, and exits 130; a rerun resumes.
 
 With ``--plan`` the study follows a plan fixed before it starts (``helpers.ledger.sequential``): at most three looks under
-Pocock's boundary (every look's interval read at 97.8%, overall 5%), the cost of each look stated before it runs;
-more seeds (3, then 5, then 8) only for the notebooks that still have a row more seeds could decide, and an examples
-look (the same seeds' trained runs scoring twice the test examples, ``WORKBOOK_EXAMPLES=2``, written to
-``claims/study/<profile>/examples-x2/``) for those whose only live rows are examples-dominated. Each row is kept at
+one level for every look's t interval, simulated to keep 5% overall (98.0% for looks after 3, 5 and 8 seeds), the
+cost of each look stated before it runs; each notebook's next look is the one that narrows its live rows most per
+CPU-minute: more seeds (3, then 5, then 8) or an examples look (the same seeds' trained runs scoring twice the test
+examples, ``WORKBOOK_EXAMPLES=2``, written to ``claims/study/<profile>/examples-x2/``), never an examples look for rows
+whose examples cannot grow. Each row is kept at
 the first look that decided it and says which look that was; after every look the ledger is gathered as the study
 stands, so an interrupted study leaves the last finished look's ledger, and a rerun resumes from the committed
 per-seed files.
@@ -189,7 +190,7 @@ def _run_look(group: list[str], look: tuple[int, int], number: int, path_of: dic
 def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=execute, rebuild: bool = False,
                      through_look: int | None = None) -> int:
     """The plan fixed before the study starts (:class:`helpers.ledger.sequential.SequentialPlan`: at most three looks, after
-    3, 5 and 8 seeds, Pocock's boundary): at each look, run each notebook's next look (its cost stated first), combine
+    3, 5 and 8 seeds, one level simulated for the t rule): at each look, run each notebook's next look (its cost stated first), combine
     every notebook at the plan's level over the looks it has had, and allocate its next look
     (:func:`helpers.ledger.sequential.allocate`, :meth:`~helpers.ledger.sequential.SequentialPlan.next_look`): more seeds while one
     of its trained rows is undecided, not futile and seeds-dominated; an examples look (the same seeds' trained runs
@@ -198,7 +199,7 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
     notebook's looks whose per-seed claims files are all there (committed under ``claims/study/``) are combined and
     gathered, and it stops before the first look that would need a notebook run. With ``through_look``, the study
     stops after that look's ledger is gathered (a later run resumes at the next look). Returns the exit code."""
-    from helpers import profiles
+    from helpers import ledger, profiles
     from helpers.ledger import sequential
 
     plan = plan or sequential.SequentialPlan()
@@ -234,8 +235,9 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
         seeds_of = {notebook: list(range(max(count for count, scale in schedules[notebook] if scale == 1)))
                     for notebook in ran}
         combined = _combine(ran, seeds_of, plan, {notebook: schedules[notebook] for notebook in ran})
-        states = {notebook: _undecided_states(rows, plan) for notebook, rows in combined.items()}
-        allocation = sequential.allocate({notebook: list(found.values()) for notebook, found in states.items()})
+        states = {notebook: _undecided_states(rows, plan, ledger.examples_grow_by_row(_profile().name, notebook))
+                  for notebook, rows in combined.items()}
+        allocation = sequential.allocate({notebook: list(found.values()) for notebook, found in states.items()}, plan)
         upcoming = {}
         for notebook in ran:
             wants = allocation[notebook]
@@ -273,11 +275,12 @@ def _still_moving(rows) -> list[tuple[str, str]]:
             and getattr(ledger_rows.reason_of(row), "short", None) == ledger_rows.STILL_MOVING]
 
 
-def _undecided_states(rows, plan) -> dict:
-    """The :func:`helpers.ledger.sequential.row_state` of each trained row more seeds could still decide, by id."""
+def _undecided_states(rows, plan, grow: dict[str, bool] | None = None) -> dict:
+    """The :func:`helpers.ledger.sequential.row_state` of each trained row more seeds or examples could still decide,
+    by id; ``grow``: whether each row's test examples can still grow (by id; absent: they can)."""
     from helpers.ledger import sequential
 
-    states = {row.id: sequential.row_state(row, plan) for row in rows}
+    states = {row.id: sequential.row_state(row, plan, (grow or {}).get(row.id, True)) for row in rows}
     return {row_id: state for row_id, state in states.items() if state is not None}
 
 
@@ -286,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", help="the notebooks to study, e.g. notebooks/02_*.ipynb")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the seeds (default 0 1 2)")
     parser.add_argument("--plan", action="store_true",
-                        help="the sequential plan: looks after --looks seeds, Pocock's boundary, futility stops")
+                        help="the sequential plan: looks after --looks seeds, one level calibrated for the t rule, futility stops")
     parser.add_argument("--looks", type=int, nargs="+", default=None, help="the plan's looks (default 3 5 8)")
     parser.add_argument("--rebuild", action="store_true",
                         help="with the plan: run no notebook; combine and gather the looks whose per-seed claims files "

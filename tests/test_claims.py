@@ -1059,6 +1059,17 @@ def test_the_prediction_interval_covers_a_new_seed_95_percent_of_the_time_and_th
         ledger.seed_prediction_interval([1.0])
 
 
+def test_a_rerun_is_never_passed_by_a_study_whose_seeds_all_read_one_value():
+    """Seeds that all sit at a judge's floor read one value: a prediction interval of width 0 would pass a rerun
+    that lands on the floor too, and says nothing of how the judge moves; the report names it NOT COMPARED."""
+    floor = ledger.Claim(**{**TRAINED, "value": 0.004, "low": 0.0, "high": 0.01})
+    study = [dataclasses.replace(floor, seed_values=(0.004, 0.004, 0.004), n_seeds=3)]
+    line, = ledger.seed_range_report([floor], study)
+    assert "NOT COMPARED" in line and "inside" not in line
+    spread = [dataclasses.replace(floor, seed_values=(0.003, 0.004, 0.005), n_seeds=3)]
+    assert "inside the study's 95% prediction interval" in ledger.seed_range_report([floor], spread)[0]
+
+
 def test_a_trained_row_of_one_seed_reaches_no_verdict_and_says_a_study_decides():
     """One training run's interval covers its test examples, not the seeds: far on either side it reads
     inconclusive; the same row from three seeds is decided."""

@@ -51,7 +51,7 @@ def test_a_rename_carries_and_a_changed_constant_stales_exactly_its_notebook(cop
     moved = equal_numbers.carry(["02"], say=said.append)
     copy.git("commit", "-qam", "a changed constant")
     assert list(moved) == ["02"]
-    assert any(line.startswith("runs/claims/smoke/02.json:claims[1].low:") for line in moved["02"]), moved["02"]
+    assert any(line.startswith("runs/claims/smoke/02.json:claims[2].low:") for line in moved["02"]), moved["02"]
     assert not any("metrics.jsonl" in line for line in moved["02"])  # training itself did not move
     assert code_identity.code_current(studied, "02")[0] is False
     assert code_identity.code_current(studied, "01")[0] is True

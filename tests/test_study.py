@@ -70,7 +70,7 @@ def test_ctrl_c_stops_the_study_at_once_gathers_nothing_and_exits_130(workbook, 
 
 
 PLANNED = {"02": [5.0 + 0.1 * seed for seed in range(8)],  # far above 0 from the first look
-           "05": [0.2, 1.0, 0.6, 0.9, 0.5, 0.8, 0.7, 0.6]}  # above 0, but three seeds' t interval at 97.8% straddles
+           "05": [0.2, 1.0, 0.6, 0.9, 0.5, 0.8, 0.7, 0.6]}  # above 0, but three seeds' t interval at 98.0% straddles
 
 
 def _planned_notebook(calls):
@@ -93,7 +93,7 @@ def _planned_notebook(calls):
 
 def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(workbook, load_script, capsys):
     """Looks after 3, 5 and 8 seeds: notebook 02's row is decided at the first look and gets no more seeds; notebook
-    05's straddles at 3 seeds (t at the plan's 97.8% over 3 seeds is wide) and is decided at 5. Each look states its
+    05's straddles at 3 seeds (t at the plan's 98.0% over 3 seeds is wide) and is decided at 5. Each look states its
     cost first; each notebook's rows say at which look they were computed, read at the plan's level."""
     from helpers.ledger import sequential
 
@@ -109,7 +109,7 @@ def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(wor
     rows = {row.notebook: row for row in ledger.read_rows(ledger.ledger_path())}
     assert rows["02"].n_seeds == 3 and rows["02"].verdict == "reproduced" and "look 1 of 3" in rows["02"].method
     assert rows["05"].n_seeds == 5 and rows["05"].verdict == "reproduced" and "look 2 of 3" in rows["05"].method
-    assert "97.8%" in rows["05"].method
+    assert "98.0%" in rows["05"].method
     assert ledger.provenance_problems() == []  # re-derived from the per-seed files under the recorded plan
 
 
@@ -217,7 +217,7 @@ def test_an_examples_dominated_notebook_gets_an_examples_look_on_the_same_seeds(
     assert "[plan] look 1, notebook 05: examples; look 2: seeds 0..2 again at 2x the test examples" in out
     row = ledger.read_rows(ledger.ledger_path())[0]
     assert row.verdict == "reproduced" and row.n_seeds == 3 and row.low > 0
-    assert "look 2 of 3 of a sequential plan, on 2x the test examples, read at 97.8%" in row.method
+    assert "look 2 of 3 of a sequential plan, on 2x the test examples, read at 98.0%" in row.method
     assert (ledger.study_dir("cpu", 0, 2) / "05.json").exists()
     assert ledger.study_dir("cpu", 0, 2) == workbook.root / "claims" / "study" / "cpu" / "examples-x2" / "seed-0"
     assert ledger.provenance_problems() == []  # re-derived from both looks' per-seed files

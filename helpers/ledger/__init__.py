@@ -57,6 +57,6 @@ from .render import (CLAIMS_BEGIN, CLAIMS_END, DESIGN_BEGIN, DESIGN_END, design_
                      what_the_design_can_say)
 from .rows import Claim, Reason, interval_decides, reason_of, verdict_of, what_blocks_no
 from .sequential import SequentialPlan
-from .study import (combine_seeds, combine_study, record_study, seed_prediction_interval, seed_range_report,
+from .study import (combine_seeds, combine_study, examples_grow_by_row, record_study, seed_prediction_interval, seed_range_report,
                     study_seed_is_done)
 from .tables import ResultTable

@@ -62,7 +62,9 @@ def design_block(rows: Sequence[Claim]) -> str:
     paper's hardware regime, by id; what could read *not reproduced* (:func:`what_the_design_can_say`); and the plan's
     class of each undecided trained study row (:func:`~helpers.ledger.sequential.row_state`: more seeds, more test
     examples, or futile even at the plan's last look)."""
+    from .files import LEDGER_PROFILE
     from .sequential import SequentialPlan, row_state
+    from .study import examples_grow_by_row
 
     seed_rows = [row for row in rows if row.paper in SEED_PAPERS]
     findings = [row for row in seed_rows if row.kind == FINDING]
@@ -82,8 +84,11 @@ def design_block(rows: Sequence[Claim]) -> str:
         lines.append(f"- **On the contradicting side, the curve not shown stopped** (a longer run could decide them): "
                      f"{len(moving)} rows ({', '.join(f'`{row.id}`' for row in moving)}).")
     plan, classes = SequentialPlan(), {}
+    grow = {}
+    for notebook in sorted({row.notebook for row in seed_rows}):
+        grow.update(examples_grow_by_row(LEDGER_PROFILE, notebook))
     for row in seed_rows:
-        state = row_state(row, plan)
+        state = row_state(row, plan, grow.get(row.id, True))
         if state is not None:
             name = ("futile even at the plan's last look" if state.futile else
                     "examples-dominated (more test examples would narrow them)" if state.examples_dominated else

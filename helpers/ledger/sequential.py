@@ -8,8 +8,13 @@ level by using one stricter nominal level at every look: the constant ``c`` with
     P(max_k |Z_k| >= c) = alpha  under no effect,  Z_k = S_{n_k} / sqrt(n_k),  corr(Z_i, Z_j) = sqrt(n_i / n_j),
 
 for looks after n_1 < n_2 < ... < n_K seeds (Jennison & Turnbull 2000, §2.2; for three equally spaced looks at
-alpha = 0.05, c = 2.289, nominal level 97.8%). :class:`SequentialPlan` computes ``c`` for the plan's own looks, and
-every row's interval at look k is read at the nominal level ``1 - 2(1 - Φ(c))``.
+alpha = 0.05, c = 2.289, nominal level 97.8%). Pocock's constant is right for normal statistics, but a row's interval
+over few seeds is a Student t interval: read at 97.8% at looks after 3, 5 and 8 seeds it crosses in about 5.6% of
+null studies. :func:`t_rule_level` calibrates the one level every look is read at for the rule the ledger applies (t
+over the seeds, its heavier tails at 2 and 4 degrees of freedom included) by simulation, to ``alpha`` overall; that is
+:attr:`SequentialPlan.level`. The examples' term, nested (every seed scores the same examples, so their noise is one
+offset common to the seeds, added in quadrature at the same level), only widens the interval: with it the overall
+level stays at or under ``alpha`` (tested by simulating the whole rule).
 
 At a look, each trained row is either decided (the one verdict rule, at the look's level), or undecided and then:
 
@@ -19,9 +24,10 @@ At a look, each trained row is either decided (the one verdict rule, at the look
   today's seed spread and examples' half-width, centred at today's mean, still reaches the nearest decision boundary;
 - else **seeds-dominated**: more seeds narrow it.
 
-A notebook gets more seeds at the next look only while one of its rows is undecided, not futile and
-seeds-dominated (:func:`allocate`); a notebook whose only live rows are examples-dominated gets an **examples look**
-instead: the same seeds' trained runs score ``examples_factor`` times the test examples, prompts or draws
+Each notebook's next look goes where it narrows its live rows most per CPU-minute (:func:`allocate`): from each row's
+own two terms, the expected half-width after more seeds (the plan's next seed count) or after an **examples look**
+(never for a row whose examples cannot grow: an earlier examples look left its count unchanged, or its declaration
+says so), divided by what each look costs; a notebook with no live row stops. An examples look is: the same seeds' trained runs score ``examples_factor`` times the test examples, prompts or draws
 (``WORKBOOK_EXAMPLES``; no run key holds an evaluation's size, so nothing retrains). Either kind is one of the plan's
 looks, so a notebook has at most ``len(looks)`` of them (:meth:`SequentialPlan.check_schedule`), every one read at the
 same nominal level. Pocock's constant is computed for looks spaced as the seed counts (c = 2.282 after 3, 5 and 8
@@ -85,6 +91,36 @@ def _check_looks(looks) -> tuple[int, ...]:
     return tuple(looks)
 
 
+T_RULE_DRAWS = 400_000  # simulated null studies behind the calibrated level (its Monte Carlo sd at 5%: 0.03 points)
+
+
+@functools.lru_cache(maxsize=None)
+def t_rule_level(looks: tuple[int, ...], alpha: float = 0.05, draws: int = T_RULE_DRAWS, seed: int = 0) -> float:
+    """The one level every look's t interval over the seeds is read at so that, under no effect, some look of a study
+    with looks after ``looks`` seeds excludes 0 with probability ``alpha``: simulated null studies (standard normal
+    seed values, the same draws for every candidate level), the crossing rate solved for the level by bisection.
+    At looks after 3, 5 and 8 seeds and alpha 0.05 it is about 98.1%, where Pocock's normal 97.8% gives 5.6%."""
+    import numpy as np
+    from scipy import optimize, stats
+
+    looks = _check_looks(tuple(looks))
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha={alpha!r} must lie in (0, 1)")
+    values = np.random.default_rng(seed).standard_normal((int(draws), looks[-1]))
+    t_statistics = []
+    for n in looks:
+        first = values[:, :n]
+        t_statistics.append(np.abs(first.mean(axis=1)) / (first.std(axis=1, ddof=1) / math.sqrt(n)))
+
+    def crossing(level: float) -> float:
+        crossed = np.zeros(len(values), dtype=bool)
+        for n, t in zip(looks, t_statistics):
+            crossed |= t > stats.t.ppf(0.5 + level / 2, n - 1)
+        return float(crossed.mean()) - alpha
+
+    return float(optimize.brentq(crossing, 1 - alpha, 1 - alpha / (10 * len(looks)), xtol=1e-6))
+
+
 @dataclass(frozen=True)
 class SequentialPlan:
     """The plan: look after each count of seeds in ``looks``, overall two-sided level ``alpha`` (Pocock)."""
@@ -107,15 +143,15 @@ class SequentialPlan:
 
     @property
     def nominal_alpha(self) -> float:
-        """The two-sided level each look's interval is read at: ``2 (1 - Φ(c))``."""
-        from scipy import stats
-
-        return float(2 * stats.norm.sf(self.critical_value))
+        """The two-sided level each look's interval is read at, ``1 - level``."""
+        return 1.0 - self.level
 
     @property
     def level(self) -> float:
-        """Every look's interval level, ``1 - nominal_alpha`` (97.8% for three looks at alpha 0.05)."""
-        return 1.0 - self.nominal_alpha
+        """Every look's interval level: :func:`t_rule_level` for the plan's looks (about 98.1% for looks after 3, 5
+        and 8 seeds at alpha 0.05), calibrated for the t rule over seeds; Pocock's normal-theory level,
+        ``1 - 2(1 - Φ(c))`` from :attr:`critical_value`, would be 97.8% there."""
+        return t_rule_level(self.looks, self.alpha)
 
     def look_number(self, seeds: int) -> int:
         """Which look (1-based) ``seeds`` seeds make; an error when the plan has no look after that many."""
@@ -166,19 +202,46 @@ class SequentialPlan:
 
     def describe(self) -> str:
         return (f"at most {len(self.looks)} looks, each adding seeds (to {', '.join(map(str, self.looks))}) or, where "
-                f"the examples' term dominates, scoring {self.examples_factor}x the test examples on the same runs; "
-                f"Pocock's boundary c = {self.critical_value:.3f}, so every look's interval is read at "
-                f"{100 * self.level:.1f}% (overall two-sided {100 * self.alpha:g}%)")
+                f"an examples look narrows more per CPU-minute, scoring {self.examples_factor}x the test examples on "
+                f"the same runs; every look's t interval is read at {100 * self.level:.1f}%, the level simulated to "
+                f"keep the overall two-sided level at {100 * self.alpha:g}% (Pocock's normal-theory boundary, "
+                f"c = {self.critical_value:.3f}, would read {100 * (1 - 2 * _normal_sf(self.critical_value)):.1f}%)")
+
+
+def _normal_sf(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 @dataclass(frozen=True)
 class LookState:
-    """An undecided row at a look: whether the last look could still decide it, and which term dominates there."""
+    """An undecided row at a look: whether the last look could still decide it, which term dominates there, and its
+    two terms today (``seeds`` seeds of standard deviation ``sd``; the examples' half-width at the plan's level),
+    from which :meth:`half_after` projects either kind of next look."""
 
     futile: bool
     projected_half: float  # the interval's half-width projected to the plan's last look
     distance: float  # from today's mean to the nearest decision boundary
     examples_dominated: bool
+    seeds: int = 0
+    sd: float = 0.0
+    examples_half: float = 0.0
+    examples_grow: bool = True  # False: an earlier examples look left its count unchanged, or it is declared fixed
+
+    def half_after(self, look: str, plan: "SequentialPlan") -> float:
+        """The half-width expected at the plan's level after ``look``: ``"now"``; ``"seeds"``, the plan's next seed
+        count at today's SD; ``"examples"``, ``examples_factor`` times the examples (their half-width over
+        sqrt(factor)), today's seeds. An examples look leaves a row whose examples cannot grow as it is."""
+        from scipy import stats
+
+        seeds = self.seeds
+        if look == "seeds":
+            later = [count for count in plan.looks if count > seeds]
+            seeds = later[0] if later else seeds
+        elif look not in ("now", "examples"):
+            raise ValueError(f"look={look!r} must be 'now', 'seeds' or 'examples'")
+        shrink = math.sqrt(plan.examples_factor) if look == "examples" and self.examples_grow else 1.0
+        seeds_half = float(stats.t.ppf(0.5 + plan.level / 2, seeds - 1)) * self.sd / math.sqrt(seeds)
+        return math.hypot(seeds_half, self.examples_half / shrink)
 
     @property
     def reason(self) -> str:
@@ -198,7 +261,8 @@ def boundary_distance(mean: float, threshold: float, margin: float | None) -> fl
 
 
 def look_state(values: Sequence[float], example_halves: Sequence[float], *, threshold: float,
-               margin: float | None = None, plan: SequentialPlan = SequentialPlan()) -> LookState:
+               margin: float | None = None, plan: SequentialPlan = SequentialPlan(),
+               examples_grow: bool = True) -> LookState:
     """An undecided trained row's :class:`LookState` from its seeds' ``values`` and each seed's 95% half-width over
     the shared test examples (``example_halves``): both terms re-read at the plan's level, the seeds' standard error
     shrunk to ``plan.looks[-1]`` seeds at today's SD."""
@@ -217,11 +281,12 @@ def look_state(values: Sequence[float], example_halves: Sequence[float], *, thre
     projected = math.hypot(seeds_half, examples_half)
     distance = boundary_distance(mean, threshold, margin)
     examples_dominated = bool(examples_half > seeds_half)
-    return LookState(futile=distance <= projected and not examples_dominated, projected_half=projected,
-                     distance=distance, examples_dominated=examples_dominated)
+    return LookState(futile=distance <= projected and not (examples_dominated and examples_grow),
+                     projected_half=projected, distance=distance, examples_dominated=examples_dominated,
+                     seeds=len(values), sd=sd, examples_half=examples_half, examples_grow=examples_grow)
 
 
-def row_state(row: Claim, plan: SequentialPlan = SequentialPlan()) -> LookState | None:
+def row_state(row: Claim, plan: SequentialPlan = SequentialPlan(), examples_grow: bool = True) -> LookState | None:
     """The :class:`LookState` of a study's combined trained row (:func:`helpers.ledger.study.combine_seeds` at
     ``plan``'s level), or None when more seeds cannot change it: it is decided, or its reason for being inconclusive
     (:func:`helpers.ledger.rows.reason_of`) is one seeds do not fix (no check, a confound, another regime, a baseline
@@ -238,18 +303,50 @@ def row_state(row: Claim, plan: SequentialPlan = SequentialPlan()) -> LookState 
     examples_half = math.sqrt(max(((row.high - row.low) / 2) ** 2 - seeds_half ** 2, 0.0))
     examples_95 = examples_half * float(stats.norm.ppf(0.975) / stats.norm.ppf((1 + plan.level) / 2))
     return look_state(row.seed_values, [examples_95] * len(row.seed_values), threshold=row.threshold,
-                      margin=row.margin, plan=plan)
+                      margin=row.margin, plan=plan, examples_grow=examples_grow)
 
 
-def allocate(states: dict[str, Sequence[LookState]]) -> dict[str, str]:
-    """Per notebook, what its next look gets: ``"seeds"`` while one of its undecided rows is neither futile nor
-    examples-dominated; ``"examples"`` when its only live rows are examples-dominated; ``"stop"`` otherwise."""
-    plan = {}
+def examples_grow(counts_by_scale: dict[int, int | None]) -> bool:
+    """Whether a row's test examples can still grow, from its example count ``n`` at each examples scale it was read
+    at: not when the last examples look left the count where the one before it was (all the data holds: MAGNET
+    Table 4's passages, EMAT's labels) or when it never grew at all."""
+    counts = [count for _, count in sorted(counts_by_scale.items())]
+    return len(counts) < 2 or counts[-1] is None or counts[-2] is None or counts[-1] > counts[-2]
+
+
+def look_gains(states: Sequence[LookState], plan: SequentialPlan) -> dict[str, float]:
+    """Per kind of next look ("seeds", "examples"), the live (not futile) rows' summed share of today's half-width
+    that look is expected to remove (each row's own two terms, :meth:`LookState.half_after`); 0 where the look
+    cannot help (no later seed count; no row whose examples grow)."""
+    gains = {"seeds": 0.0, "examples": 0.0}
+    for state in states:
+        if state.futile:
+            continue
+        now = state.half_after("now", plan)
+        for look in gains:
+            if now > 0:
+                gains[look] += (now - state.half_after(look, plan)) / now
+    return gains
+
+
+def allocate(states: dict[str, Sequence[LookState]], plan: SequentialPlan = SequentialPlan(),
+             minutes: dict[str, dict[str, float]] | None = None) -> dict[str, str]:
+    """Per notebook, what its next look gets: the kind ("seeds" or "examples") with the larger expected half-width
+    reduction per CPU-minute (:func:`look_gains` over the minutes that look costs: ``minutes[notebook][kind]``, by
+    default :func:`look_cost` for the plan's next seed count and :func:`examples_look_cost` for an examples look);
+    ``"stop"`` when neither can narrow a live row."""
+    allocation = {}
     for notebook, found in states.items():
-        live = [state for state in found if not state.futile]
-        plan[notebook] = ("seeds" if any(not state.examples_dominated for state in live) else
-                          "examples" if live else "stop")
-    return plan
+        gains = look_gains(found, plan)
+        seeds = max((state.seeds for state in found), default=plan.looks[0])
+        later = [count for count in plan.looks if count > seeds]
+        cost = (minutes or {}).get(notebook) or {
+            "seeds": look_cost([notebook], later[0] - seeds) if later and notebook in CPU_MINUTES_PER_SEED else 1.0,
+            "examples": examples_look_cost([notebook], seeds, plan.examples_factor)
+            if notebook in CPU_MINUTES_PER_CACHED_SEED else 1.0}
+        rates = {look: gain / max(float(cost[look]), 1e-9) for look, gain in gains.items() if gain > 1e-12}
+        allocation[notebook] = max(rates, key=rates.get) if rates else "stop"
+    return allocation
 
 
 def look_cost(notebooks: Sequence[str], new_seeds: int, minutes: dict[str, float] | None = None) -> float:

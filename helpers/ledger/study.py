@@ -53,7 +53,7 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None, look
         method=(f"t over {len(group)} training seeds, with {first.method} nested" + ("" if plan is None else
                 f"; look {look[0]} of {len(plan.looks)} of a sequential plan"
                 + (f", on {look[1]}x the test examples" if look[1] > 1 else "")
-                + f", read at {100 * plan.level:.1f}% (Pocock, overall {100 * plan.alpha:g}%)")),
+                + f", read at {100 * plan.level:.1f}% (the t rule's level for the plan, overall {100 * plan.alpha:g}%)")),
         plateau=plateau, mde=mde)
 
 
@@ -200,6 +200,21 @@ def _study_payloads(profile: str, notebook: str, seeds: Sequence[int], schedule)
     return {where: read_payload(study_dir(profile, where[1], where[0]) / f"{notebook}.json") for where in sorted(wanted)}
 
 
+def examples_grow_by_row(profile: str, notebook: str, seed: int = 0) -> dict[str, bool]:
+    """Per row id of ``notebook``'s study, whether its test examples can still grow
+    (:func:`~helpers.ledger.sequential.examples_grow`), from the example count ``n`` seed ``seed`` read at each
+    examples scale whose per-seed file is there; rows read at one scale only can grow."""
+    from .sequential import examples_grow
+
+    counts: dict[str, dict[int, int | None]] = {}
+    scale = 1
+    while (path := study_dir(profile, seed, scale) / f"{notebook}.json").exists():
+        for row in read_payload(path)["claims"]:
+            counts.setdefault(row.id, {})[scale] = row.n
+        scale *= 2
+    return {row_id: examples_grow(found) for row_id, found in counts.items()}
+
+
 def redeclared_rows(rows: Sequence[Claim]) -> list[Claim]:
     """A per-seed file's rows read under their current declarations (:meth:`~helpers.ledger.declared.Declared.
     redeclare`): what was measured as recorded, what it means as declared now. A row whose id no paper declares is
@@ -291,8 +306,9 @@ def seed_prediction_interval(values: Sequence[float], level: float = 0.95) -> tu
 
 def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[str]:
     """For each trained row of a single-seed run: whether its value lies inside the study row's 95% prediction
-    interval for a new seed (:func:`seed_prediction_interval` over its ``seed_values``). A single seed's verdict is
-    never the study's, so none is printed."""
+    interval for a new seed (:func:`seed_prediction_interval` over its ``seed_values``). A study row whose seeds all read
+    the same value has no spread to judge a rerun by (a judge's floor): it is named NOT COMPARED, never passed. A
+    single seed's verdict is never the study's, so none is printed."""
     seeds = {row.id: row.seed_values for row in study if row.seed_values}
     lines = []
     for row in single:
@@ -301,6 +317,11 @@ def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[s
         values = seeds.get(row.id)
         if not values or len(values) < 2:
             lines.append(f"{row.where} ({row.quantity or row.claim}): {number(row.value)}; no study row")
+            continue
+        if max(values) - min(values) == 0:  # every seed read one value, as at a judge's floor: no spread to judge by
+            lines.append(f"{row.where} ({row.quantity or row.claim}): {number(row.value)} NOT COMPARED: the study's "
+                         f"{len(values)} seeds all read {number(values[0])} (no spread, as when every seed sits at a "
+                         "judge's floor), so no prediction interval can pass a rerun")
             continue
         low, high = seed_prediction_interval(values)
         inside = low <= row.value <= high

@@ -13,6 +13,8 @@ canvas of uniformly random tokens instead of masks); their definitions are diffu
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ... import ledger
 from ... import mntp_recipe
 from .settings import FINE_TUNE_HELDOUT_CURVE, SETTINGS
@@ -74,6 +76,26 @@ def _mauve_margin_source(margin: float) -> str:
     return f"ours: ±{margin:g} MAUVE (a tenth of its 0..1 range), fixed before the run"
 
 
+# MAUVE at the cpu profile sits at its floor: few k-means buckets over the prompts, every sampler of every seed within
+# about 0.005 of every other at the study's last look, and a rerun of one seed on another CPU that moved rows by up to
+# 0.19, far outside the seeds' prediction interval: the seeds' spread says nothing of how the judge moves when the
+# texts change a little. The rows the judge decides are declared as the findings they are (FINDINGS_ONCE_JUDGED) and
+# read as measurements until the judge has the resolution they need (more prompts, so more buckets, and its spread
+# across seeds and machines measured).
+JUDGE_ON_ITS_FLOOR = ("a measurement until the judge is off its floor: at the cpu profile MAUVE's few buckets put "
+                      "every sampler of every seed within about 0.005 at the study's last look, and a rerun on "
+                      "another CPU moved rows by up to 0.19, so the seeds' spread cannot judge a difference")
+FINDINGS_ONCE_JUDGED: dict[str, ledger.Declared] = {}
+
+
+def _until_the_judge_resolves(finding: ledger.Declared) -> ledger.Declared:
+    """``finding``, a row MAUVE decides, as the ledger reads it while the judge is on its floor: a measurement (no
+    direction, threshold or margin) whose words say why; the finding itself is kept in :data:`FINDINGS_ONCE_JUDGED`."""
+    FINDINGS_ONCE_JUDGED[finding.id] = finding
+    return dataclasses.replace(finding, kind=ledger.MEASUREMENT, direction=0, threshold=0.0, margin=None,
+                               margin_source="", says=f"{finding.says} ({JUDGE_ON_ITS_FLOOR})")
+
+
 _ON_ADAPTER = dict(trained=True, curve=mntp_recipe.MNTP_HELDOUT_CURVE)  # rows resting on notebook 02's adapter alone
 _ON_FINE_TUNE = dict(trained=True, curve=FINE_TUNE_HELDOUT_CURVE)  # rows resting on this notebook's fine-tune
 
@@ -102,22 +124,22 @@ CLAIMS = ledger.declare(
         paper_value="same algorithm", quantity="tokens of mask_predict_config == tokens of notebook 05's mask_predict",
         kind=ledger.DEFINITION, check=f"{_MECHANISM}::test_mask_predict_is_one_configuration"),
     # --- the samplers (on notebook 02's adapter)
-    ledger.Declared(
+    _until_the_judge_resolves(ledger.Declared(
         "diffusion.llada.table6.low_confidence_vs_random", "07", "LLaDA", "App. B.3, Table 6",
         says="low-confidence remasking beats random remasking at equal forward passes (one block)",
         paper_value=f"GSM8K {_TABLE6['low-confidence']} vs {_TABLE6['random']} (8B Base)",
         quantity=f"{_MAUVE}: low-confidence - random", direction=1,
         check=f"{SAMPLER_CHECK} {_MECHANISM}::test_low_confidence_commits_the_highest_scores_among_the_masked_positions "
               f"{_MECHANISM}::test_random_remasking_ignores_the_logits {MAUVE_RANKS}",
-        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
-    ledger.Declared(
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER)),
+    _until_the_judge_resolves(ledger.Declared(
         "diffusion.llada.fig5.fewer_steps_worse", "07", "LLaDA", "App. B.6, Fig. 5; Table 7",
         says="fewer steps give worse text (low-confidence remasking)",
         paper_value="accuracy rises as the steps grow to the answer length (GSM8K, HumanEval)",
         quantity=f"{_MAUVE}: T={_FEWEST} - T={_CPU.steps}", direction=-1,
         check=f"{SAMPLER_CHECK} {_MECHANISM}::test_schedules_end_unmasked_and_follow_their_definitions {MAUVE_RANKS}",
-        figure="figures/07_steps.png", dataset=_STORIES, **_ON_ADAPTER),
-    ledger.Declared(
+        figure="figures/07_steps.png", dataset=_STORIES, **_ON_ADAPTER)),
+    _until_the_judge_resolves(ledger.Declared(
         "diffusion.llada.table6.semi_ar_vs_one_block", "07", "LLaDA", "App. B.3, Table 6",
         says="for a base model (no SFT), semi-autoregressive blocks make little difference against one block",
         paper_value=f"GSM8K {_TABLE6['low-confidence + semi-AR']} vs {_TABLE6['low-confidence']} (8B Base)",
@@ -125,7 +147,7 @@ CLAIMS = ledger.declare(
         margin_source=_mauve_margin_source(_CPU.mauve_margin),
         check=f"{SAMPLER_CHECK} {_MECHANISM}::test_semi_autoregressive_blocks_finish_before_the_next_one_starts "
               f"{MAUVE_EQUIVALENCE}",
-        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER)),
     ledger.Declared(
         "diffusion.fast_dllm.table1.cache_speedup", "07", "Fast-dLLM", "Table 1 (+Cache); BD3-LM §3",
         says="a block KV cache speeds up decoding (block-causal with the exact cache against semi-AR blocks under "
@@ -134,14 +156,14 @@ CLAIMS = ledger.declare(
         quantity="semi-AR time / block-causal time", direction=1, threshold=1.0, check=CACHE_CHECK,
         regime="timed at batch 1 on the run's device (a CPU at the cpu profile) with a 135M model; Fast-dLLM times "
                "LLaDA 8B on an A100, where the cache's saving depends on what bounds the GPU's step"),
-    ledger.Declared(
+    _until_the_judge_resolves(ledger.Declared(
         "diffusion.fast_dllm.table1.cache_quality", "07", "Fast-dLLM", "Table 1 (+Cache)",
         says="the block cache costs little quality (block-causal with the exact cache against semi-AR blocks under "
              "full attention)",
         paper_value=f"GSM8K {_FAST['LLaDA'][0]} → {_FAST['+Cache'][0]} (LLaDA-Instruct, length 256)",
         quantity=f"{_MAUVE}: block-causal - semi-AR", margin=_CPU.mauve_margin,
         margin_source=_mauve_margin_source(_CPU.mauve_margin), check=f"{ALGORITHM5} {CACHE_CHECK} {MAUVE_EQUIVALENCE}",
-        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER)),
     ledger.Declared(
         "diffusion.llada.mask_predict_vs_low_confidence", "07", "LLaDA", "§2.4 against OpenLTG §3.1",
         says="notebook 05's mask-predict + LTD against LLaDA low-confidence at the same forward passes (neither paper "
@@ -149,7 +171,7 @@ CLAIMS = ledger.declare(
         paper_value="not compared", quantity=f"{_MAUVE}: mask-predict + LTD - low-confidence", kind=ledger.MEASUREMENT,
         direction=0, check=f"{SAMPLER_CHECK} {MAUVE_RANKS}", figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
     # --- two switches of 2026 systems (LLaDA2.1's editing, DiffusionGemma's corruption), diffusers' definitions
-    ledger.Declared(
+    _until_the_judge_resolves(ledger.Declared(
         "diffusion.llada2.editing_vs_none", "07", "LLaDA", "LLaDA2.1 (arXiv 2602.08676): Token-to-Token editing",
         says="re-writing a committed token when the model predicts another one above an editing threshold "
              "(LLaDA2.1's T2T editing, BlockRefinementScheduler's editing_threshold) refines the output, at equal "
@@ -157,13 +179,18 @@ CLAIMS = ledger.declare(
         paper_value="editing refines the draft (abstract; no number for the switch alone there)",
         quantity=f"{_MAUVE}: editing - no editing", direction=1,
         check=f"{DIFFUSERS_CHECK} {_ECOSYSTEM}::test_editing_rewrites_exactly_the_confident_disagreements {MAUVE_RANKS}",
-        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER),
+        figure="figures/07_samplers.png", dataset=_STORIES, **_ON_ADAPTER)),
     # --- the diffusion fine-tune of notebook 02's adapter
     ledger.Declared(
         "diffusion.mdlm.s5_1.bound_falls", "07", "MDLM", "§5.1",
-        says="a short diffusion fine-tune (1/t weight) lowers the likelihood bound of a fixed-ratio masked LM",
+        # a measurement: the fine-tune minimises the very bound measured, so its fall is close to guaranteed; what
+        # would make it MDLM's finding is a control fine-tune of the same steps at MNTP's fixed masking ratio
+        kind=ledger.MEASUREMENT,
+        says="a short diffusion fine-tune (1/t weight) lowers the likelihood bound of a fixed-ratio masked LM (a "
+             "measurement: the fine-tune minimises the bound it is scored on, and no control fine-tune of the same "
+             "steps at a fixed masking ratio runs beside it)",
         paper_value=f"C4 PPL bound {_C4['BERT']} → {_C4['BERT + MDLM-FT']} (AR {_C4['AR']})",
-        quantity="bound (nats/token): MNTP - MNTP + diffusion fine-tune", direction=1,
+        quantity="bound (nats/token): MNTP - MNTP + diffusion fine-tune", direction=0,
         check=f"{OBJECTIVE_CHECK} {_EXPERIMENT}::test_the_fine_tune_trains_once_and_is_reloaded_from_its_run_folder",
         figure="figures/07_likelihood.png", dataset=_BLOCKS, **_ON_FINE_TUNE),
     ledger.Declared(
@@ -178,8 +205,13 @@ CLAIMS = ledger.declare(
         **_ON_FINE_TUNE),
     *[ledger.Declared(
         f"diffusion.bd3lm.s4_1.tight_at_block_one.{suffix}", "07", "BD3-LM", "§4.1",
-        says=f"the bound is tight at block size 1 and looser for one block over the sequence ({which})",
-        paper_value=BD3_TIGHTNESS, quantity=f"{name}: bound(one block) - NLL(block size 1)", direction=1,
+        # a measurement: bound(one block) - NLL(block size 1) mostly measures how a short adapter handles high mask
+        # ratios, not the looseness of the NELBO that BD3-LM §4.1 means (a bound against the same model's true NLL)
+        kind=ledger.MEASUREMENT,
+        says=f"the bound is tight at block size 1 and looser for one block over the sequence ({which}; a "
+             f"measurement: the gap mostly measures how this short adapter handles high mask ratios, not the "
+             f"looseness of the NELBO against the same model's true likelihood)",
+        paper_value=BD3_TIGHTNESS, quantity=f"{name}: bound(one block) - NLL(block size 1)", direction=0,
         check=f"{_MECHANISM}::test_at_block_size_one_the_bound_is_the_causal_nll_exactly "
               f"{_MECHANISM}::test_the_bound_is_unbiased_where_it_must_be_exact",
         figure="figures/07_likelihood.png", dataset=_BLOCKS, **trained)

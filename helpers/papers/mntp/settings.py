@@ -10,7 +10,10 @@ from ...seeds import StudySeed
 from ...mntp_recipe import MASKED_LM_RECIPES as SETTINGS
 from ...mntp_recipe import MNTP_HELDOUT_CURVE, MaskedLMRecipe
 
-__all__ = ["SETTINGS", "STUDY_SEED", "MaskedLMRecipe", "curve_points"]
+__all__ = ["MTP_LOSS_CURVE", "SETTINGS", "STUDY_SEED", "MaskedLMRecipe", "curve_points"]
+
+# App. E's premise, "with MTP, the loss converges": the curve whose stop lets its accuracy trend read either way
+MTP_LOSS_CURVE = "notebook 02's MTP training loss (negated, so training raises it)"
 
 # How a seed study's seed reaches the recipe (helpers.profiles.settings_for): it holds no seed; notebook 02's runs
 # read the profile's seed (part of every run key and of the adapter the other notebooks load).
@@ -18,7 +21,9 @@ STUDY_SEED = StudySeed()
 
 
 def curve_points(profile) -> dict[str, int]:
-    """Per held-out curve notebook 02's claims rest on, the evaluations in the last half of training under ``profile``
-    (a profile or its name): the MNTP run's held-out masked-token accuracy, from :data:`SETTINGS`."""
+    """Per curve notebook 02's claims rest on, its points in the last half of training under ``profile`` (a profile
+    or its name), from :data:`SETTINGS`: the MNTP run's held-out masked-token accuracy (its evaluations) and the MTP
+    run's training loss (one point a step)."""
     recipe = SETTINGS[getattr(profile, "name", profile)]
-    return {MNTP_HELDOUT_CURVE: metrics.points_in_window(metrics.evaluation_steps(recipe.steps, recipe.eval_every))}
+    return {MNTP_HELDOUT_CURVE: metrics.points_in_window(metrics.evaluation_steps(recipe.steps, recipe.eval_every)),
+            MTP_LOSS_CURVE: metrics.points_in_window(range(1, recipe.steps + 1))}

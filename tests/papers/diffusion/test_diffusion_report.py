@@ -8,10 +8,35 @@ import torch
 
 from helpers import mntp_recipe, profiles
 from helpers import ledger as claims
-from helpers.papers.diffusion import experiment, judge, mechanism, report, settings
+from helpers.papers.diffusion import declarations, experiment, judge, mechanism, report, settings
 from helpers.papers.openltg import experiment_table6
 
 SMOKE = settings.SETTINGS["smoke"]
+READ_AS_MEASUREMENTS = {claim_id: report.CLAIMS[claim_id] for claim_id in declarations.FINDINGS_ONCE_JUDGED}
+
+
+@pytest.fixture
+def judged(monkeypatch):
+    """The rows MAUVE decides as the findings they become once the judge is off its floor: the report's rules for
+    them (floor, headroom, perplexity confound, margin) are tested on those forms."""
+    for claim_id, finding in declarations.FINDINGS_ONCE_JUDGED.items():
+        monkeypatch.setitem(report.CLAIMS, claim_id, finding)
+
+
+def test_the_rows_mauve_decides_are_measurements_until_the_judge_is_off_its_floor():
+    """Read now, each MAUVE row is a measurement whose words say why; its finding keeps the paper's direction or
+    margin, everything else the same."""
+    assert len(READ_AS_MEASUREMENTS) == 5
+    for claim_id, now in READ_AS_MEASUREMENTS.items():
+        finding = declarations.FINDINGS_ONCE_JUDGED[claim_id]
+        assert now.kind == claims.MEASUREMENT and finding.kind == claims.FINDING
+        assert declarations.JUDGE_ON_ITS_FLOOR in now.says and now.says.startswith(finding.says)
+        assert (now.check, now.curve, now.dataset, now.quantity) == (finding.check, finding.curve, finding.dataset,
+                                                                       finding.quantity)
+        assert finding.direction in (1, -1) or finding.margin is not None
+        row = now.measured(0.3, 0.2, 0.4, "paired bootstrap over 12 prompts", 12,
+                           plateau=claims.curve(now.curve, STOPPED))
+        assert _as_study([row])[0].verdict == "inconclusive"  # wholly on one side, stopped: still a measurement
 
 
 def _records(nll: float, tokens: int = 10, distinct: float = 0.5):
@@ -82,7 +107,7 @@ def _as_study(rows):
     return claims.combine_seeds({seed: list(rows) for seed in range(3)})
 
 
-def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
+def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds(judged):
     rows = _claims({experiment.RANDOM: 0.5, experiment.steps_row(2): 0.3})
     by = {(row.paper, row.where, row.quantity): row for row in rows}
     assert {row.paper for row in rows} == {"BD3-LM", "002", "LLaDA", "Fast-dLLM", "MDLM"} <= set(claims.PAPERS)
@@ -98,14 +123,16 @@ def test_claims_follow_their_intervals_and_name_papers_beyond_the_seeds():
     assert speed.low > 1.0 and speed.n == 3 and speed.n_seeds is None and speed.regime  # trials, not seeds
     assert speed.verdict == "inconclusive" and "another regime" in speed.verdict_text
     assert next(row for row in rows if row.kind == claims.MEASUREMENT).verdict == "inconclusive"
-    bound = next(row for row in rows if row.where == "§5.1")
-    assert bound.trained and bound.verdict == "reproduced" and bound.low > 0
+    bound = next(row for row in rows if row.where == "§5.1")  # the fine-tune minimises what it is scored on
+    assert bound.trained and bound.kind == claims.MEASUREMENT and bound.verdict == "inconclusive" and bound.low > 0
+    tightness = [row for row in rows if row.where == "§4.1"]
+    assert len(tightness) == 2 and all(row.kind == claims.MEASUREMENT and row.low > 0 for row in tightness)
     kept = next(row for row in rows if row.where == "Table 4")
     assert kept.threshold == -SMOKE.accuracy_margin and kept.verdict == "reproduced"
     assert len(by) == len(rows)
 
 
-def test_a_wrong_side_is_never_not_reproduced_without_a_held_out_curve():
+def test_a_wrong_side_is_never_not_reproduced_without_a_held_out_curve(judged):
     """Every sampler row rests on notebook 02's adapter and the fine-tune rows on the fine-tune too; none has a
     held-out curve that has stopped moving, so a row wholly on the wrong side reads inconclusive, even with the
     sampler check named."""
@@ -116,16 +143,16 @@ def test_a_wrong_side_is_never_not_reproduced_without_a_held_out_curve():
     semi = next(row for row in rows if "semi-AR - one block" in row.quantity)
     assert semi.low > semi.margin and semi.verdict == "inconclusive"
     bound = next(row for row in rows if row.where == "§5.1")
-    assert bound.high < 0 and bound.verdict == "inconclusive"
+    assert bound.high < 0 and bound.kind == claims.MEASUREMENT and bound.verdict == "inconclusive"
 
 
-def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped():
+def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped(judged):
     rows = {row.id: row for row in _claims({experiment.LOW_CONFIDENCE: 0.5}, gain=-5.0, curve=STOPPED)}
     remasking = rows["diffusion.llada.table6.low_confidence_vs_random"]
     assert remasking.plateau["curve"].startswith(mntp_recipe.MNTP_HELDOUT_CURVE) and remasking.verdict == "not reproduced"
     assert rows["diffusion.llada.table6.semi_ar_vs_one_block"].verdict == "not reproduced"
-    bound = rows["diffusion.mdlm.s5_1.bound_falls"]
-    assert bound.plateau["curve"].startswith(settings.FINE_TUNE_HELDOUT_CURVE) and bound.verdict == "not reproduced"
+    bound = rows["diffusion.mdlm.s5_1.bound_falls"]  # a measurement, whatever its curve
+    assert bound.plateau["curve"].startswith(settings.FINE_TUNE_HELDOUT_CURVE) and bound.verdict == "inconclusive"
     assert rows["diffusion.bd3lm.s4_1.tight_at_block_one.mntp"].plateau["curve"].startswith(mntp_recipe.MNTP_HELDOUT_CURVE)
     speed = _claims({}, ratios=(0.5, 0.55, 0.52), curve=STOPPED)
     slower = next(row for row in speed if row.id == "diffusion.fast_dllm.table1.cache_speedup")
@@ -133,7 +160,7 @@ def test_a_wrong_side_reads_not_reproduced_once_the_held_out_curve_has_stopped()
     assert slower.n == 3 and slower.n_seeds is None and not slower.seed_values  # timing trials are not study seeds
 
 
-def test_two_samplers_at_mauves_floor_are_not_judged_alike():
+def test_two_samplers_at_mauves_floor_are_not_judged_alike(judged):
     """Rows whose texts share no bucket with the human texts both score MAUVE's floor: their difference is 0 and a
     "matches" claim would read reproduced whatever the samplers do. Planted: the block cache's two samplers off every
     human bucket; the row is confounded (inconclusive). With one of them on a human bucket, the judge reads it."""
@@ -155,7 +182,7 @@ def test_two_samplers_at_mauves_floor_are_not_judged_alike():
     assert not row.confound and row.high < 0
 
 
-def test_a_match_within_the_margin_needs_mauve_headroom_above_its_floor():
+def test_a_match_within_the_margin_needs_mauve_headroom_above_its_floor(judged):
     """Two rows with one text each on a human bucket are off MAUVE's floor, yet both score less than the margin above
     it, so their difference cannot reach the margin whatever the samplers do: a "matches" row is confounded (the
     study's look 3 read the block cache's quality this way at 64 prompts). A row with headroom is read: one sampler
@@ -186,7 +213,7 @@ def test_a_match_within_the_margin_needs_mauve_headroom_above_its_floor():
     assert not lost.confound and lost.high < -quality.margin
 
 
-def test_a_row_sampled_several_times_per_prompt_says_its_draws_are_nested_in_the_prompts():
+def test_a_row_sampled_several_times_per_prompt_says_its_draws_are_nested_in_the_prompts(judged):
     one = _mauve({experiment.RANDOM: 1.0})
     drawn = judge.MauveJudge({name: np.repeat(found, 2, axis=1) if name != experiment.TRUTH_ROW else found
                               for name, found in one.labels.items()}, one.buckets, one.reference, resamples=200)
@@ -222,7 +249,7 @@ def test_every_trained_row_names_a_curve_the_settings_count(name):
         assert all(entry.reaches_either_verdict(points) for entry in decided if not entry.regime)
 
 
-def test_the_declared_margins_are_every_profiles():
+def test_the_declared_margins_are_every_profiles(judged):
     for chosen in settings.SETTINGS.values():
         assert report.CLAIMS["diffusion.llada.table6.semi_ar_vs_one_block"].margin == chosen.mauve_margin
         assert report.CLAIMS["diffusion.mdlm.table4.skill_kept"].threshold == -chosen.accuracy_margin
@@ -249,7 +276,7 @@ def test_a_seed_study_averages_every_row_that_rests_on_training():
 @pytest.mark.parametrize("low,high,expected", [(-0.05, 0.05, "reproduced"), (0.2, 0.3, "not reproduced"),
                                                (-0.3, -0.2, "not reproduced"), (-0.05, 0.3, "inconclusive"),
                                                (-0.3, 0.3, "inconclusive")])
-def test_a_little_difference_row_is_a_matches_claim_within_our_margin(low, high, expected):
+def test_a_little_difference_row_is_a_matches_claim_within_our_margin(low, high, expected, judged):
     declared = report.CLAIMS["diffusion.llada.table6.semi_ar_vs_one_block"]
     row = declared.measured((low + high) / 2, low, high, "paired bootstrap over 12 prompts", 12)
     assert row.margin == 0.1 and row.margin_source.startswith("ours:") and "MAUVE" in row.margin_source and row.trained
@@ -275,7 +302,7 @@ def test_describe_sentences_carry_the_numbers():
     assert table.loc[experiment.LOW_CONFIDENCE, "forward passes"] == SMOKE.steps
 
 
-def test_a_confounded_perplexity_leaves_the_row_to_mauve_and_confounds_it_only_where_mauve_cannot_decide():
+def test_a_confounded_perplexity_leaves_the_row_to_mauve_and_confounds_it_only_where_mauve_cannot_decide(judged):
     """The repetitive sampler has the lower perplexity (the judge rewards its repetition): MAUVE against the human
     text decides the row when its interval lies on one side; only where it cannot decide does the perplexity's
     confound make the row inconclusive."""
@@ -302,7 +329,7 @@ def test_a_confounded_perplexity_leaves_the_row_to_mauve_and_confounds_it_only_w
     assert "MAUVE" in sentence and "Perplexity confounded" in sentence
 
 
-def test_the_switch_rows_compare_each_switch_with_the_configuration_without_it():
+def test_the_switch_rows_compare_each_switch_with_the_configuration_without_it(judged):
     rows = {row.id: row for row in _claims({experiment.EDITING: -0.5, experiment.UNIFORM_CORRUPTION: 0.5},
                                            badness={experiment.BLOCK_CAUSAL: 1.0})}
     editing = rows["diffusion.llada2.editing_vs_none"]
