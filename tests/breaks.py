@@ -9,9 +9,23 @@ words; a function that applies it to a ``pytest.MonkeyPatch``)``.
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 BREAKS: dict[str, tuple[str, Callable]] = {}
+
+
+def _everywhere(monkeypatch, module, name: str, replacement) -> None:
+    """Set ``module.name`` to ``replacement``, and the same name in every loaded ``helpers`` module that bound the
+    original by ``from ... import`` (the module's package is imported first, so its siblings are loaded), so the
+    break reaches every caller, not only those that read the module's attribute at call time."""
+    import importlib
+
+    importlib.import_module(module.__name__.rpartition(".")[0])
+    original = getattr(module, name)
+    for loaded in list(sys.modules.values()):
+        if getattr(loaded, "__name__", "").startswith("helpers") and getattr(loaded, name, None) is original:
+            monkeypatch.setattr(loaded, name, replacement)
 
 
 def guarded_break(name: str, says: str):
@@ -61,8 +75,8 @@ def _exit_not_applied(monkeypatch) -> None:
 
     from helpers.papers.sequence_repetition import mechanism
 
-    monkeypatch.setattr(mechanism, "truncate_layers", lambda body, exit_layer: body)
-    monkeypatch.setattr(mechanism, "early_exit", contextlib.contextmanager(lambda body, exit_layer: (yield body)))
+    _everywhere(monkeypatch, mechanism, "truncate_layers", lambda body, exit_layer: body)
+    _everywhere(monkeypatch, mechanism, "early_exit", contextlib.contextmanager(lambda body, exit_layer: (yield body)))
 
 
 @guarded_break("magnet.hybrid_mask_causal", "MAGNET's hybrid mask (Fig. 2) is the causal one: span tokens never see "
@@ -125,6 +139,162 @@ def _accuracy_off_by_one(monkeypatch) -> None:
     original = metrics.accuracy_at_k
     monkeypatch.setattr(metrics, "accuracy_at_k", lambda ranked, gold, ks=(1, 3, 5, 10, 50): {
         int(k): original(ranked, gold, [int(k) + 1])[int(k) + 1] for k in ks})
+
+
+@guarded_break("sr.middle_upper_layer_masked", "middle unmasking (App. A.3.1) stops one layer short: the layers "
+                                               "lb <= i < ub lose the causal mask, layer ub keeps it")
+def _middle_upper_layer_masked(monkeypatch) -> None:
+    from helpers import masks
+
+    def one_short(num_layers):
+        lower, upper = masks.middle_unmasked_layers(num_layers)
+        return [masks.bidirectional if lower <= layer < upper else masks.causal for layer in range(num_layers)]
+
+    _everywhere(monkeypatch, masks, "middle_unmasking", one_short)
+
+
+@guarded_break("emat.phrase_rows_not_multiplied", "EMAT's logits cover the masked LM's tokens only: the new phrase "
+                                                  "rows (§4.1, \"added only to the output token-prediction matrix\") "
+                                                  "are stored but never multiplied")
+def _phrase_rows_not_multiplied(monkeypatch) -> None:
+    from helpers.papers.emat import mechanism
+
+    monkeypatch.setattr(mechanism.ExtendedMatrixDecoder, "forward",
+                        lambda self, hidden: hidden @ self.token_matrix.T + self.token_bias)
+
+
+@guarded_break("emat.gru_decodes_one_step", "the GRU decoder's beam search (§4.2, \"until EOS\") stops after its "
+                                            "first step whatever max_steps says: the RNN is timed and scored without "
+                                            "its sequential decoding")
+def _gru_decodes_one_step(monkeypatch) -> None:
+    from helpers.papers.emat import mechanism
+
+    original = mechanism.GRUDecoder.beam_search
+    monkeypatch.setattr(mechanism.GRUDecoder, "beam_search",
+                        lambda self, mask_hidden, first_tokens, beam_size, max_steps, num_results:
+                        original(self, mask_hidden, first_tokens, beam_size, 1, num_results))
+
+
+@guarded_break("openltg.function_share_of_all_mass", "Fig. 2's function-word share is their mass over the whole "
+                                                     "distribution instead of over the top-50 candidates' mass (§3.3's "
+                                                     "\"high probability regions\" not renormalised)")
+def _function_share_of_all_mass(monkeypatch) -> None:
+    import torch
+
+    from helpers.papers.openltg import experiment
+
+    original = experiment.function_word_share
+
+    def of_all_mass(tokenizer, logits, *, temperature=1.0, top_k=50):
+        share = original(tokenizer, logits, temperature=temperature, top_k=top_k)
+        return share * float(torch.softmax(logits.float() / temperature, -1).topk(top_k).values.sum())
+
+    _everywhere(monkeypatch, experiment, "function_word_share", of_all_mass)
+
+
+class _PrefixRecomputed:
+    """A causal LM whose calls with ``past_key_values`` run the whole sequence so far again (the cache is ignored)."""
+
+    def __init__(self, model):
+        self._model, self._ids, self._positions = model, None, None
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def __call__(self, *, input_ids, attention_mask, position_ids, past_key_values=None, **options):
+        import torch
+
+        if past_key_values is not None:
+            input_ids = torch.cat([self._ids, input_ids], 1)
+            position_ids = torch.cat([self._positions, position_ids], 1)
+        self._ids, self._positions = input_ids, position_ids
+        return self._model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                           use_cache=True, logits_to_keep=1)
+
+
+@guarded_break("openltg.ar_cache_not_reused", "Fig. 5's AR baseline builds its KV cache but never reuses it: every "
+                                              "step runs the prompt and all generated tokens again")
+def _ar_cache_not_reused(monkeypatch) -> None:
+    from helpers.papers.openltg import mechanism_autoregressive
+
+    original = mechanism_autoregressive.autoregressive_generate
+    _everywhere(monkeypatch, mechanism_autoregressive, "autoregressive_generate",
+                lambda model, prompts, length, **options: original(_PrefixRecomputed(model), prompts, length,
+                                                                   **options))
+
+
+@guarded_break("openltg.smart_not_applied", "SMART (§4.3) is configured but not applied: update_all is ignored and "
+                                            "only the masked positions are resampled")
+def _smart_not_applied(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from helpers.papers.openltg import mechanism
+
+    original = mechanism.mask_predict
+    _everywhere(monkeypatch, mechanism, "mask_predict",
+                lambda backend, prompts, length, config=mechanism.DecodeConfig(), **options:
+                original(backend, prompts, length, replace(config, update_all=False), **options))
+
+
+@guarded_break("openltg.fixed_length_is_the_mean", "Table 7's fixed length is the training lengths' mean instead of "
+                                                   "their median (the length that minimises the mean |error|)")
+def _fixed_length_is_the_mean(monkeypatch) -> None:
+    import numpy
+
+    from helpers.papers.openltg import experiment_table7
+
+    class MedianIsMean:
+        median = staticmethod(numpy.mean)
+
+        def __getattr__(self, name):
+            return getattr(numpy, name)
+
+    monkeypatch.setattr(experiment_table7, "np", MedianIsMean())
+
+
+@guarded_break("diffusion.block_cache_not_kept", "the block-causal sampler (BD3-LM §3, Fast-dLLM's block cache) never "
+                                                 "adds a finished block's keys and values to the cache: every step "
+                                                 "runs every block since the prompt again")
+def _block_cache_not_kept(monkeypatch) -> None:
+    from helpers.papers.diffusion import mechanism
+
+    original = mechanism._Predictor._block_step
+
+    def not_kept(self, rows, cols, block_index):
+        source = self.source
+        try:
+            return original(self, rows, cols, block_index)
+        finally:
+            self.source = source
+
+    monkeypatch.setattr(mechanism._Predictor, "_block_step", not_kept)
+
+
+@guarded_break("diffusion.loss_unweighted", "the diffusion loss drops LLaDA Eq. 3's 1/t weight: each row's masked "
+                                            "cross-entropy counts alike whatever its masking ratio")
+def _loss_unweighted(monkeypatch) -> None:
+    from helpers.papers.diffusion import mechanism_likelihood
+
+    original = mechanism_likelihood.diffusion_loss
+    _everywhere(monkeypatch, mechanism_likelihood, "diffusion_loss",
+                lambda model, batch: original(model, {**batch, "ratio": batch["ratio"].new_ones(batch["ratio"].shape)}))
+
+
+@guarded_break("diffusion.loss_unshifted", "the diffusion batch labels output l with token l (MTP's labels) instead "
+                                           "of token l + 1: the MNTP adapter's shift is dropped in the fine-tune")
+def _loss_unshifted(monkeypatch) -> None:
+    from helpers import objectives
+    from helpers.papers.diffusion import mechanism_likelihood
+
+    original = mechanism_likelihood.diffusion_batch
+
+    def unshifted(*arguments, **options):
+        batch = original(*arguments, **options)
+        labels = batch["labels"].new_full(batch["labels"].shape, objectives.IGNORE_INDEX)
+        labels[:, 1:] = batch["labels"][:, :-1]  # MNTP's labels[l - 1] = x[l] moved to labels[l]
+        return {**batch, "labels": labels}
+
+    _everywhere(monkeypatch, mechanism_likelihood, "diffusion_batch", unshifted)
 
 
 @guarded_break("testing.nothing", "changes nothing (the runner's own test: a break no check can catch survives)")

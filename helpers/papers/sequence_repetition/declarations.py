@@ -82,6 +82,8 @@ _PROBE_CHECK = ("tests/papers/sequence_repetition/test_sequence_repetition_exper
 _SPEED_CHECK = ("tests/papers/sequence_repetition/test_sequence_repetition_experiment_table2.py::"
                 "test_speedups_come_with_one_value_per_trial_and_the_base_is_one "
                 "tests/papers/sequence_repetition/test_sequence_repetition_experiment_table2.py::"
+                "test_timed_passes_run_only_the_layers_before_the_exit "
+                "tests/papers/sequence_repetition/test_sequence_repetition_experiment_table2.py::"
                 "test_table2_rows_follow_the_rule_and_need_a_sane_timer_to_refute")
 # What an SR tagger at full depth must beat to count as a working baseline: the paper's own comparison.
 _SR_MUST_BEAT = ("the causal decoder (r = 0): SR §4.2, Fig. 2 and Table 5 report that repeating once (r = 1) beats "
@@ -143,6 +145,7 @@ def _speed_declarations() -> list:
         common = dict(id=f"sr.table2.r{r}_exit{paper_layer}", notebook="04", paper="003", where="§4.5, Table 2",
                       paper_value=f"{paper.loc[paper_layer, r]:.2f}x (Mistral-7B, exit@{paper_layer} of 32, GPU)",
                       quantity=f"speedup over the base, r={r}, exit@{paper_layer} (scaled)", check=_SPEED_CHECK,
+                      breaks="sr.exit_not_applied",
                       figure="figures/04_sr_speed.png", regime=SPEED_REGIME, threshold=1.0,
                       dataset=f"{_CPU.speed_sentences} Austen sentences of {_CPU.min_words}-{_CPU.max_words} words at "
                               "the cpu profile, not the validation sets of NLU++, ACE05, Rest14 and CoNLL2003")
@@ -201,6 +204,7 @@ CLAIMS = ledger.declare(
         paper_effect=round(_PAPER_TABLE1["sr"] - _PAPER_TABLE1[kind], 1),
         check=(f"{_REPETITION_CHECK} {_FINE_TUNING_CHECK} tests/papers/sequence_repetition/"
                "test_sequence_repetition_mechanism.py::test_middle_unmasking_matches_the_authors_float_bounds_at_every_depth"),
+        breaks="sr.first_copy_read" + (" sr.middle_upper_layer_masked" if kind == "middle" else ""),
         figure="figures/04_sr_f1_vs_r.png", baseline=f"{kind} unmasking",
         baseline_must_beat=(f"the causal decoder (r = 0), as SR Table 1 and Table 5 report ({kind} unmasking "
                             f"{_PAPER_F1[kind] - _PAPER_F1[0]:+.1f} F1 over r = 0, CoNLL03, 7-decoder mean); here "

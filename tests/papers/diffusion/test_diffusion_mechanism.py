@@ -254,6 +254,30 @@ def test_block_causal_cache_equals_recomputing_the_whole_sequence(backend_name, 
                        sample(backend, PROMPTS, 12, replace(full, cache=False), seed=4).tokens)
 
 
+@pytest.mark.parametrize("backend_name", list(BACKENDS))
+def test_block_causal_steps_run_only_the_current_block_against_the_cache(backend_name):
+    """BD3-LM §3 / Fast-dLLM's block cache: after the prompt (computed once), each step runs the current block only,
+    and at a block's first step the finished block before it once more, its keys and values then joining the cache;
+    no block is computed again after that. Semi-AR blocks under full attention run all N targets at every step."""
+    backend = BACKENDS[backend_name]()
+    widths = []
+    hook = backend.body().register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append((args[0] if args else kwargs["input_ids"]).shape[1]),
+        with_kwargs=True)
+    try:
+        config = SamplerConfig(steps=6, block_length=4, attention="block-causal", temperature=0.0)
+        result = sample(backend, PROMPTS, 12, config, seed=4)
+        block_causal, widths[:] = list(widths), []
+        sample(backend, PROMPTS, 12, replace(config, attention="full"), seed=4)
+        full = list(widths)
+    finally:
+        hook.remove()
+    prompt = max(len(prompt) for prompt in PROMPTS)
+    assert result.forward_passes == 6
+    assert block_causal == [prompt, 4, 4, 8, 4, 8, 4]  # 3 blocks of 2 steps; the prompt once, the cache grown twice
+    assert full == [prompt] + [12] * 6
+
+
 @pytest.mark.parametrize("attention", ["full", "block-causal"])
 def test_left_padding_gives_each_row_the_result_it_gets_alone(attention):
     backend = _mntp()
@@ -343,6 +367,12 @@ def test_diffusion_loss_is_llada_eq3_with_the_shift():
     batch = mechanism.diffusion_batch(ids, torch.ones_like(ids), mask_id=MASK_ID, special_ids=[],
                                       generator=torch.Generator().manual_seed(3))
     loss = mechanism.diffusion_loss(model, batch)
+    masked = batch["input_ids"] == MASK_ID
+    assert masked[:, 1:].any() and not masked[:, 0].any()  # the first token is never masked
+    # the shift (notebook 02's MNTP): output l is labelled with token l + 1 exactly where token l + 1 is masked
+    assert torch.equal(batch["labels"][:, :-1] != objectives.IGNORE_INDEX, masked[:, 1:])
+    assert torch.equal(batch["labels"][:, :-1][masked[:, 1:]], ids[:, 1:][masked[:, 1:]])
+    assert (batch["labels"][:, -1] == objectives.IGNORE_INDEX).all()
     from helpers import attention
 
     logits = attention.forward_with_mask(model, batch["input_ids"], M.bidirectional).logits.float()

@@ -387,6 +387,22 @@ def test_kv_cache_generation_matches_recomputing_the_whole_prefix():
             padding = torch.cat([padding, torch.ones_like(padding[:, :1])], 1)
 
 
+def test_ar_with_a_kv_cache_runs_the_prompt_once_then_one_token_per_step():
+    """Fig. 5's baseline is AR *with a KV cache*: the first forward runs the (left-padded) prompts, every later one
+    only the token sampled last, its keys and values joining the cache; nothing before it is computed again."""
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(models.tiny_random_config(VOCAB, num_layers=2, pad_token_id=PAD_ID)).eval()
+    widths = []
+    hook = model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        mechanism_autoregressive.autoregressive_generate(model, [torch.tensor([5, 9, 12, 7]), torch.tensor([8, 3])], 6,
+                                                         top_p=1.0, pad_id=PAD_ID, banned_ids=[MASK_ID])
+    finally:
+        hook.remove()
+    assert widths == [4] + [1] * 5  # the prompt once, then the 5 tokens before the last, one at a time
+
+
 # --------------------------------------------------------------------------- App. B
 
 

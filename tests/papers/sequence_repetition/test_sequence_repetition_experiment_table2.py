@@ -30,6 +30,31 @@ def test_speedups_come_with_one_value_per_trial_and_the_base_is_one(tiny):
         T2.measure_speedups(body, ids, mask, repeats=(0,), exits=[None], batch_size=2, processes=0, progress=False)
 
 
+def test_timed_passes_run_only_the_layers_before_the_exit(tiny):
+    """§3.5, Table 2: exit@L is timed on the L - 1 layers before it, the base (r = 0) on all of them. Every decoder
+    layer's calls are recorded during the timing: the r = 1 sequences (2n tokens) at exit@2 reach layer 0 only, the
+    base's (n tokens) every layer."""
+    body, _ = tiny
+    layers = list(models.decoder_layers(body))
+    ids = torch.randint(3, 50, (2, 6))
+    seen = set()  # (layer index, sequence length) of every call of a decoder layer
+
+    def record(index):
+        def hook(module, args, kwargs):
+            seen.add((index, (args[0] if args else kwargs["hidden_states"]).shape[1]))
+        return hook
+
+    hooks = [layer.register_forward_pre_hook(record(index), with_kwargs=True) for index, layer in enumerate(layers)]
+    try:
+        T2.measure_speedups(body, ids, torch.ones_like(ids), repeats=(1,), exits=[2], batch_size=2, trials=1,
+                            progress=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert {index for index, length in seen if length == 12} == {0}  # exit@2 keeps layers[:1]
+    assert {index for index, length in seen if length == 6} == set(range(len(layers)))  # the base: every layer
+    assert len(models.decoder_layers(body)) == len(layers)  # the timing restored every layer
+
 def test_speedups_repeat_their_trials_in_fresh_processes(tiny):
     """Two processes: each times every configuration in its own interleaved trials (the base over itself is 1 in
     every trial of both), and the interval nests the trials in the processes."""
