@@ -197,13 +197,15 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
     scoring ``examples_factor`` times the test examples) while its only live rows are examples-dominated; else it
     stops. After every look the ledger is gathered as the study stands. With ``rebuild``, no notebook runs: each
     notebook's looks whose per-seed claims files are all there (committed under ``claims/study/``) are combined and
-    gathered, and it stops before the first look that would need a notebook run. With ``through_look``, the study
+    gathered, following the looks the committed ledger records as run (:func:`_recorded_schedules`) before any
+    allocation, and it stops before the first look that would need a notebook run. With ``through_look``, the study
     stops after that look's ledger is gathered (a later run resumes at the next look). Returns the exit code."""
     from helpers import ledger, profiles
     from helpers.ledger import sequential
 
     plan = plan or sequential.SequentialPlan()
     notebooks = [path.name[:2] for path in paths]
+    as_run = _recorded_schedules() if rebuild else {}
     path_of = dict(zip(notebooks, paths))
     schedules = {notebook: [] for notebook in notebooks}
     upcoming = {notebook: (plan.looks[0], 1) for notebook in notebooks}
@@ -244,11 +246,15 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
             if wants == "examples" and not profiles.example_sizes(profiles.NOTEBOOK_PAPERS[notebook]):
                 wants = "stop"  # its package names no test examples the plan could grow (notebook 02's)
             following = plan.next_look(schedules[notebook], wants)
+            ran_then = as_run.get(notebook, [])
+            if rebuild and len(ran_then) > len(schedules[notebook]):  # the study as it ran, not as allocated now
+                following = tuple(ran_then[len(schedules[notebook])])
+                wants = f"as run ({allocation[notebook]} under today's allocation)"
             live = [f"{row_id}: {state.reason}" for row_id, state in states[notebook].items()]
             live += [f"{row_id}: {reason}" for row_id, reason in _still_moving(combined[notebook])]
             then = ("stops here" if following is None else
                     f"look {number + 1}: {_look_text(following, schedules[notebook][-1])}")
-            print(f"[plan] look {number}, notebook {notebook}: {allocation[notebook]}; {then}"
+            print(f"[plan] look {number}, notebook {notebook}: {wants if rebuild else allocation[notebook]}; {then}"
                   + "".join(f"\n    {line}" for line in live), flush=True)
             if following is not None:
                 upcoming[notebook] = following
@@ -261,6 +267,20 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
                   f"{', '.join(upcoming)} go on to look {number + 1} when the study runs again", flush=True)
             break
     return _report_failed(failed)
+
+
+def _recorded_schedules() -> dict[str, list[tuple[int, int]]]:
+    """Each notebook's looks as the committed ledger's study ran them (its provenance's plan schedule): a rebuild
+    re-reads those looks, whatever a later allocation rule would choose, since the plan is what was fixed before
+    the study; the allocation decides only the looks after them."""
+    from helpers.ledger.files import ledger_path, read_payload
+
+    path = ledger_path()
+    if not path.exists():
+        return {}
+    origins = read_payload(path).get("provenance", {})
+    return {notebook: [tuple(look) for look in (origin.get("plan") or {}).get("schedule", [])]
+            for notebook, origin in origins.items() if isinstance(origin, dict)}
 
 
 def _still_moving(rows) -> list[tuple[str, str]]:

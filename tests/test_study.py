@@ -227,6 +227,25 @@ def test_an_examples_dominated_notebook_gets_an_examples_look_on_the_same_seeds(
     assert ledger.read_rows(ledger.ledger_path()) == [row]
 
 
+def test_a_rebuild_rereads_the_looks_as_the_study_ran_them_whatever_todays_allocation_says(workbook, load_script,
+                                                                                          capsys, monkeypatch):
+    """The plan was fixed before the study: a rebuild under a later allocation rule (here one that would have given
+    notebook 05 more seeds at look 2, whose files do not exist) still re-reads the examples look the study ran, from
+    the committed ledger's recorded schedule, and gives the same rows."""
+    from helpers.ledger import sequential
+
+    study = load_script("study")
+    paths = [workbook.root / "notebooks" / "05_mask_predict_ltd.ipynb"]
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_examples_dominated_notebook([])) == 0
+    ran = ledger.read_rows(ledger.ledger_path())
+    monkeypatch.setattr(sequential, "allocate", lambda states, plan=None, minutes=None: {n: "seeds" for n in states})
+    capsys.readouterr()
+    assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_never_run, rebuild=True) == 0
+    assert "[plan] look 1, notebook 05: as run (seeds under today's allocation); look 2: seeds 0..2 again at 2x" in \
+        capsys.readouterr().out
+    assert ledger.read_rows(ledger.ledger_path()) == ran and "look 2 of 3" in ran[0].method
+
+
 def test_a_study_asked_to_stop_after_a_look_stops_there_and_resumes_at_the_next(workbook, load_script, capsys):
     from helpers.ledger import sequential
 
