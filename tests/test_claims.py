@@ -679,6 +679,27 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
         capsys.readouterr().out  # mean 3, s = 1: 3 ± t(0.975; 2) · sqrt(1 + 1/3)
 
 
+def test_a_single_seed_run_is_compared_with_the_studys_seeds_at_its_own_test_examples(tmp_path, monkeypatch, workbook):
+    """A study row is kept at the look that decided it, often at several times the test examples; a run on the
+    notebook's own examples is compared with the seeds' values at those examples (their per-seed files), not with
+    the decided look's, whose spread describes another evaluation."""
+    from helpers import profiles
+
+    workbook()
+    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    for seed in (0, 1, 2):
+        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
+        ledger.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current(), parameters=_params("02", profiles.current()))
+    monkeypatch.delenv(profiles.SEED_VAR)
+    assert ledger.study.seed_values_at("cpu", "02", [0, 1, 2]) == {"mntp.test.gain": (2.0, 3.0, 4.0)}
+    assert ledger.study.seed_values_at("cpu", "02", [0, 1, 2, 3]) == {}  # a seed's file missing: nothing to compare
+    run = ledger.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})
+    decided_elsewhere = [dataclasses.replace(run, seed_values=(20.0, 21.0, 22.0), n_seeds=3, verdict="")]
+    assert "OUTSIDE" in ledger.seed_range_report([run], decided_elsewhere)[0]
+    line, = ledger.seed_range_report([run], decided_elsewhere, ledger.study.seed_values_at("cpu", "02", [0, 1, 2]))
+    assert "3.5 inside" in line and "at the run's own test examples" in line
+
+
 def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tmp_path, monkeypatch, workbook):
     from helpers import profiles
 

@@ -15,7 +15,7 @@ from .files import (LEDGER_PROFILE, LEDGER_PROFILES, ProvenanceError, check_dige
 from .provenance import check_consistent, check_provenance, random_weights_refusal, rerun
 from .render import gpu_block, render_docs
 from .rows import Claim
-from .study import rederive_study, seed_range_report
+from .study import rederive_study, seed_range_report, seed_values_at
 from .tables import ResultTable
 
 
@@ -85,7 +85,8 @@ def _fresh_claims(profile: str, notebooks: Sequence[str] | None, study: bool, le
             kept_study = [row for row in read_rows(ledger) if row.notebook == path.stem]
             print(f"[claims] notebook {path.stem}: the ledger keeps its seed study's rows "
                   f"({len(origins[path.stem]['seeds'])} seeds); this single-seed run against them:")
-            for line in seed_range_report(payload["claims"], kept_study):
+            at_own_examples = seed_values_at(profile, path.stem, origins[path.stem]["seeds"])
+            for line in seed_range_report(payload["claims"], kept_study, at_own_examples or None):
                 print("   ", line)
             continue
         fresh[path.stem], origins[path.stem] = payload["claims"], payload["provenance"]
@@ -140,7 +141,10 @@ def compare_with_ledger(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] 
         if not isinstance(payload.get("provenance"), dict) or payload["provenance"].get("profile") != profile:
             raise ProvenanceError(f"{path}: not computed under the {profile!r} profile; rerun notebook {path.stem} "
                                   f"under WORKBOOK_PROFILE={profile}")
-        report = seed_range_report(payload["claims"], [row for row in committed if row.notebook == path.stem])
+        seeds = (read_payload(ledger).get("provenance", {}).get(path.stem) or {}).get("seeds") or [] \
+            if ledger.exists() else []
+        report = seed_range_report(payload["claims"], [row for row in committed if row.notebook == path.stem],
+                                   seed_values_at(profile, path.stem, seeds) or None)
         if report:
             lines += [f"notebook {path.stem}:"] + [f"    {line}" for line in report]
     return lines

@@ -304,12 +304,31 @@ def seed_prediction_interval(values: Sequence[float], level: float = 0.95) -> tu
     return mean - half, mean + half
 
 
-def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[str]:
+def seed_values_at(profile: str, notebook: str, seeds: Sequence[int], examples: int = 1) -> dict[str, tuple]:
+    """Each trained row's value in every one of ``seeds``' per-seed claims files of ``notebook`` at ``examples`` times
+    its test examples (by id; rows some seed lacks are left out): what a single-seed run at that scale is compared
+    with. A study row is kept at the look that decided it, often a larger examples scale, whose values do not
+    describe a run on the notebook's own examples."""
+    found: dict[str, list[float]] = {}
+    for seed in seeds:
+        path = study_dir(profile, int(seed), examples) / f"{notebook}.json"
+        if not path.exists():
+            return {}
+        for row in read_payload(path)["claims"]:
+            if row.trained and row.value is not None:
+                found.setdefault(row.id, []).append(float(row.value))
+    return {row_id: tuple(values) for row_id, values in found.items() if len(values) == len(seeds)}
+
+
+def seed_range_report(single: Sequence[Claim], study: Sequence[Claim],
+                      values: dict[str, tuple] | None = None) -> list[str]:
     """For each trained row of a single-seed run: whether its value lies inside the study row's 95% prediction
-    interval for a new seed (:func:`seed_prediction_interval` over its ``seed_values``). A study row whose seeds all read
+    interval for a new seed (:func:`seed_prediction_interval` over ``values[row id]``, the study's seeds at the run's
+    own test examples (:func:`seed_values_at`), else the study row's ``seed_values``). A study row whose seeds all read
     the same value has no spread to judge a rerun by (a judge's floor): it is named NOT COMPARED, never passed. A
     single seed's verdict is never the study's, so none is printed."""
-    seeds = {row.id: row.seed_values for row in study if row.seed_values}
+    seeds = values if values is not None else {row.id: row.seed_values for row in study if row.seed_values}
+    where = " at the run's own test examples" if values is not None else ""
     lines = []
     for row in single:
         if not row.trained or row.value is None:
@@ -327,5 +346,5 @@ def seed_range_report(single: Sequence[Claim], study: Sequence[Claim]) -> list[s
         inside = low <= row.value <= high
         lines.append(f"{row.where} ({row.quantity or row.claim}): {number(row.value)} "
                      f"{'inside' if inside else 'OUTSIDE'} the study's 95% prediction interval for a new seed "
-                     f"[{number(low)}, {number(high)}] ({len(values)} seeds)")
+                     f"[{number(low)}, {number(high)}] ({len(values)} seeds{where})")
     return lines
