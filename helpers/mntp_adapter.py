@@ -34,7 +34,8 @@ def mlm_train_config(profile, recipe: MaskedLMRecipe | None = None, *, fallback:
 def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", config: TrainConfig | None = None,
                       lora: LoraSettings | None = None, *, recipe: MaskedLMRecipe | None = None,
                       fallback: bool = False) -> dict:
-    """Everything that changes a masked-LM run of MAGNET App. E: its run folder and its adapter are keyed by this.
+    """Everything that changes a masked-LM run of MAGNET App. E: its adapter is keyed by this, its run folder by this
+    without the length (:func:`run_folder_key`).
 
     The one place the key is built: notebook 02's MNTP and MTP runs (``helpers.papers.mntp.experiment``), the
     adapter :func:`mntp_adapter` looks up, and :func:`load_or_train_mntp`'s fallback. ``config`` and ``lora``
@@ -48,12 +49,20 @@ def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", c
         "dtype": models.weight_dtype_name(profile), "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
         "seq_len": recipe.seq_len, "train_blocks": recipe.train_blocks,
         "eval_batches": 1 if fallback else recipe.eval_batches,
-        "config": config, "lora": lora or training.lora_settings(profile), "masking": O.MaskingConfig()})
+        "config": config, "lora": lora or training.lora_settings(profile), "masking": O.MaskingConfig(),
+        "steps": config.steps})
+
+
+def run_folder_key(key: dict) -> dict:
+    """A masked-LM key (:func:`masked_lm_run_key`) without its length: what names the run folder, which holds the
+    run whatever its length (``training.train`` extends it or reads its prefix). The adapter a run saves, and what
+    the later notebooks read, is keyed by the full key, length included."""
+    return {name: value for name, value in key.items() if name != "steps"}
 
 
 def notebook02_mntp_run(profile) -> Path:
     """The run folder notebook 02 trains its MNTP adapter in, under the profile's recipe."""
-    return store.run_dir_for(f"02_mntp_{profile.name}", masked_lm_run_key(profile, "mntp"))
+    return store.run_dir_for(f"02_mntp_{profile.name}", run_folder_key(masked_lm_run_key(profile, "mntp")))
 
 
 def mntp_heldout_curve(profile) -> list[tuple[int, float]] | None:
@@ -181,7 +190,7 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
                                    recipe.seq_len, max_blocks=recipe.train_blocks)
         evals = notebook02_heldout_batches(tokenizer, profile, mask_id, fallback=True)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
-                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", settings),
+                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", run_folder_key(settings)),
                                           mask_id=mask_id, lora=lora, four_bit=four_bit, progress=progress)
         adapters.save_adapter(trained, path, {**settings, "mask_id": mask_id})
         model, tokenizer = models.load_model(profile.model_name)

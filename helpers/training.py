@@ -64,7 +64,9 @@ RNG_SCHEME = "per-micro-batch"  # torch draws inside a micro-batch come from (se
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int
+    # The run's length keys nothing (store's key=False): a run folder holds one run whatever its length, a longer
+    # request continues it from its last checkpoint and a shorter one reads its prefix (train's "Extending").
+    steps: int = field(metadata={"key": False})
     batch_size: int
     grad_accum: int = 1
     lr: float = 3e-5
@@ -221,6 +223,45 @@ def load_checkpoint(run_dir: Path, model, optimizer) -> int:
     return int(state["step"])
 
 
+KEPT_PREFIX = "adapter-at-"
+
+
+def _kept_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR / f"{KEPT_PREFIX}{int(step)}.pt"
+
+
+def kept_lengths(run_dir) -> list[int]:
+    """The lengths whose adapter a run folder keeps (each finished request's)."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    return sorted(int(path.stem[len(KEPT_PREFIX):]) for path in folder.glob(f"{KEPT_PREFIX}*.pt")) \
+        if folder.exists() else []
+
+
+def _keep(run_dir: Path, model, step: int) -> None:
+    """The trainable weights after ``step`` steps, kept beside the checkpoint (written atomically)."""
+    path = _kept_path(run_dir, step)
+    try:
+        store.save_torch(path, {"trainable": _trainable_state(model), "step": int(step)})
+    except OSError as error:
+        raise store.write_failed(path, error, f"the adapter after {step} steps was not kept; the run's checkpoint is "
+                                              "intact", "run again") from error
+
+
+def _load_kept(run_dir: Path, model, step: int) -> None:
+    """Load the adapter kept after ``step`` steps; an error naming the lengths kept when there is none."""
+    path = _kept_path(run_dir, step)
+    if not path.exists():
+        raise ValueError(f"steps={step}: {Path(run_dir)} has trained further, and keeps the adapter only at the "
+                         f"lengths {kept_lengths(run_dir)} requested before; ask for one of them or a longer run, "
+                         f"or delete the folder to train {step} steps afresh")
+    state = store.load_torch(path, f"Delete {path} (the run's checkpoint is intact) and request {step} steps again "
+                                   "only after retraining")
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in state["trainable"].items():
+            parameters[name].copy_(tensor)
+
+
 # --- Metrics ---
 
 def log_metrics(run_dir: Path, record: dict) -> None:
@@ -314,6 +355,14 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
     A finished run (its checkpoint at ``config.steps``) trains no more: the call loads the final adapter and returns
     the stored records, leaving the metrics file as it was.
 
+    Extending: the length (``config.steps``) is not part of the run's key, and with no ``lr_lambda`` or a
+    :class:`WarmupConstant` nothing else depends on it, so one folder holds one run whatever its length. A longer
+    request continues the run from its checkpoint (the batches, the per-micro-batch draws and AdamW's state are what
+    one run of the full length has there), so a run extended from N to 2N steps equals one trained 2N steps at once,
+    loss for loss, evaluation for evaluation (N on the evaluation cadence: each request also evaluates at its end)
+    and in its final adapter. A shorter request returns the records up to its length and loads the adapter kept at
+    that length (each finished request keeps its own: :func:`kept_lengths`).
+
     Under ``accelerate launch`` with N processes, each step's ``grad_accum`` micro-batches are shared out
     (:func:`helpers.distributed.process_micro_batches`), each process runs its own under
     :func:`helpers.distributed.micro_batch_seed`, and one all-reduce adds the gradients and losses
@@ -331,7 +380,9 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
     """:func:`train`'s loop; the main process holds the run folder's lock throughout
     (:func:`helpers.distributed.one_at_a_time`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
+    if isinstance(lr_lambda, WarmupConstant):  # a schedule independent of the length: its form keys the run
+        settings = {**(settings or {}), "lr_schedule": lr_lambda}
+    elif lr_lambda is not None:  # any other schedule: its factor at every step joins the settings (so the length)
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
     distributed.launched()  # refuses a launch whose processes accelerate would not join
     accelerator = distributed.accelerator_for(training_mixed_precision(model))
@@ -348,6 +399,11 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
             shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
             (run_dir / METRICS_FILE).unlink(missing_ok=True)
         start = load_checkpoint(run_dir, model, optimizer) if resume else 0
+        if start > config.steps:  # a shorter request: the prefix, with the adapter kept at that length
+            accelerator.wait_for_everyone()
+            _load_kept(run_dir, model, config.steps)
+            model.eval()
+            return [record for record in read_metrics(run_dir) if record["step"] <= config.steps]
         distributed.check_same_start(accelerator, run_dir, start)
         if main:
             _truncate_metrics(run_dir, start)
@@ -372,6 +428,8 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
                 _evaluate(model, evaluate, run_dir, done)
             if done == last or (config.checkpoint_every and done % config.checkpoint_every == 0):
                 save_checkpoint(run_dir, accelerator.unwrap_model(model), optimizer, done)
+            if done == config.steps:  # each requested length keeps its adapter: a later shorter request reads it
+                _keep(run_dir, accelerator.unwrap_model(model), done)
         accelerator.wait_for_everyone()  # the main process's last records and checkpoint are on disk
     model.eval()
     return read_metrics(run_dir)
@@ -423,8 +481,26 @@ def _step(accelerator, model, optimizer, parameters: list, step: int, micros: ra
     return total
 
 
+@dataclass(frozen=True)
+class WarmupConstant:
+    """A learning-rate schedule that does not depend on the run's length, so a run extends: a linear warm-up over
+    ``warmup`` steps (step ``s`` at ``(s + 1) / warmup`` of the lr), then constant. The trunk of a
+    warmup-stable-decay schedule (transformers' ``get_wsd_schedule``) without its decay, which would need the
+    length. A dataclass, so a run's key holds the schedule's form, not a factor per step."""
+
+    warmup: int = 0
+
+    def __post_init__(self):
+        whole_number(self.warmup, "warmup", 0, "0: no warm-up")
+
+    def __call__(self, step: int) -> float:
+        return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
+
+
 def linear_decay(steps: int) -> Callable[[int], float]:
-    """The HF Trainer default schedule (no warm-up): step ``s`` of ``steps`` runs at ``1 - s / steps`` of the lr."""
+    """The HF Trainer default schedule (no warm-up): step ``s`` of ``steps`` runs at ``1 - s / steps`` of the lr.
+    It depends on the length, so a run under it records a factor per step and cannot extend (:class:`WarmupConstant`
+    can)."""
     steps = whole_number(steps, "steps")
     return lambda step: max(0.0, 1.0 - step / steps)
 
