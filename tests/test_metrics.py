@@ -277,3 +277,34 @@ def test_the_nested_seed_interval_holds_its_level_where_the_multi_bootstrap_does
     assert multi_cover / studies < 0.88 and multi_width < nested_width
     with pytest.raises(ValueError, match="one finite row of example scores per seed"):
         metrics.multi_bootstrap_interval([1.0, 2.0])
+
+
+def test_stop_power_at_the_mntp_curves_measured_noise_needs_a_longer_run_not_a_denser_one():
+    """notebook 02's MNTP held-out accuracy, seed 0 of the committed study: residual noise 0.0071 around the last
+    half's line, gain 0.20. At the cpu recipe (100 steps, an evaluation every 5) a curve that stopped reads "stopped"
+    in under half the draws; at 400 steps with the same cadence it reads so in at least 80% and a curve still rising
+    3 points per 100 steps reads "still improving" in at least 95%. Noise-free curves read right every time."""
+    from helpers import curves
+
+    now = curves.stop_power(steps=100, every=5, noise=0.0071, gain=0.2, rise=0.03, draws=600)
+    assert now.stopped < 0.6 and not now.enough
+    longer = curves.stop_power(steps=400, every=5, noise=0.0071, gain=0.2, rise=0.03, draws=600, seed=1)
+    assert longer.stopped >= 0.8 and longer.moving >= 0.95 and longer.enough
+    exact = curves.stop_power(steps=100, every=5, noise=0.0, gain=0.2, rise=0.03, draws=10)
+    assert (exact.stopped, exact.moving) == (1.0, 1.0)
+    assert curves.cadence_for(steps=400, noise=0.0071, gain=0.2, rise=0.03, draws=300, most=40) in range(1, 41)
+    # at 100 steps a rise of 3 points per 100 steps is within the tolerance (0.1 x 80 points): a stop by definition
+    assert curves.stop_power(steps=100, every=5, noise=1.0, gain=80.0, draws=300).moving < 0.95
+    with pytest.raises(ValueError, match="every=0"):
+        curves.stop_power(steps=100, every=0, noise=0.01, gain=0.2)
+
+
+def test_residual_noise_reads_the_spread_around_the_windows_line():
+    import numpy as np
+
+    from helpers import curves
+
+    rng = np.random.default_rng(5)
+    points = [(step, 0.3 + 0.0003 * step + 0.01 * rng.standard_normal()) for step in range(0, 1001, 5)]
+    assert curves.residual_noise(points) == pytest.approx(0.01, rel=0.15)
+    assert curves.moving_rise(points) == 0.03 and curves.moving_rise([(0, 50.0), (5, 60.0)]) == 3.0
