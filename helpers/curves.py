@@ -224,3 +224,47 @@ def cadence_for(*, steps: int, noise: float, gain: float, most: int | None = Non
         if stop_power(steps=steps, every=every, noise=noise, gain=gain, **simulation).enough:
             return every
     return None
+
+
+@dataclass(frozen=True)
+class TrainedToStop:
+    """:func:`train_to_stop`'s outcome: the length trained, each round's length, the last reading of the curve, and
+    whether it stopped or reached its cap (a capped curve is *not* stopped: its rows cannot read "no")."""
+
+    steps: int
+    rounds: tuple[int, ...]
+    stopping: Stopping
+    capped: bool
+    minutes: float
+
+    @property
+    def text(self) -> str:
+        ending = (f"reached its cap at {self.steps} steps ({self.minutes:.1f} min) without a shown stop"
+                  if self.capped else f"shown stopped at {self.steps} steps")
+        return f"{ending}; rounds {list(self.rounds)}; {self.stopping.reason}"
+
+
+def train_to_stop(train_to, *, start: int, cap_steps: int, cap_minutes: float = math.inf, grow: int = 2,
+                  clock=None) -> TrainedToStop:
+    """Train in extension rounds until the held-out curve is shown stopped (:func:`stopped_improving`) or a cap:
+    ``train_to(steps)`` trains the run to ``steps`` (extending it: ``helpers.training.train`` continues a run from
+    its checkpoint) and returns its ``(step, value)`` curve; the rounds are ``start``, ``grow`` x that, ... up to
+    ``cap_steps``, and no round starts once ``cap_minutes`` of its own time have passed."""
+    import time
+
+    for name, value in (("start", start), ("cap_steps", cap_steps), ("grow", grow)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "grow" else 1):
+            raise ValueError(f"{name}={value!r} must be a whole number >= {2 if name == 'grow' else 1}")
+    if cap_steps < start:
+        raise ValueError(f"cap_steps={cap_steps} is below start={start}")
+    clock = clock or time.perf_counter
+    began, rounds, steps = clock(), [], start
+    while True:
+        stopping = stopped_improving(train_to(steps))
+        rounds.append(steps)
+        minutes = (clock() - began) / 60
+        if stopping.stopped:
+            return TrainedToStop(steps, tuple(rounds), stopping, False, minutes)
+        if steps >= cap_steps or minutes >= cap_minutes:
+            return TrainedToStop(steps, tuple(rounds), stopping, True, minutes)
+        steps = min(steps * grow, cap_steps)

@@ -308,3 +308,34 @@ def test_residual_noise_reads_the_spread_around_the_windows_line():
     points = [(step, 0.3 + 0.0003 * step + 0.01 * rng.standard_normal()) for step in range(0, 1001, 5)]
     assert curves.residual_noise(points) == pytest.approx(0.01, rel=0.15)
     assert curves.moving_rise(points) == 0.03 and curves.moving_rise([(0, 50.0), (5, 60.0)]) == 3.0
+
+
+def test_training_to_a_stop_extends_in_rounds_until_the_curve_is_shown_stopped_or_its_cap():
+    """A curve that saturates by step 300 is shown stopped once the run is long enough (rounds 100, 200, 400, ...);
+    one that rises with the logarithm of the steps never flattens by a fixed share per doubling and reaches its cap,
+    which the outcome says (not stopped)."""
+    import math as _math
+
+    from helpers import curves
+
+    asked = []
+
+    def saturating(steps):
+        asked.append(steps)
+        return [(step, 0.3 * min(step / 300, 1.0) + 0.002 * (-1) ** (step // 5)) for step in range(0, steps + 1, 5)]
+
+    found = curves.train_to_stop(saturating, start=100, cap_steps=3200)
+    assert not found.capped and found.stopping.stopped and found.rounds == tuple(asked) and asked[:3] == [100, 200, 400]
+    assert "shown stopped" in found.text
+
+    def logarithmic(steps):
+        return [(step, 0.05 * _math.log1p(step)) for step in range(0, steps + 1, 5)]
+
+    capped = curves.train_to_stop(logarithmic, start=100, cap_steps=800)
+    assert capped.capped and not capped.stopping.stopped and capped.rounds == (100, 200, 400, 800)
+    assert "reached its cap at 800 steps" in capped.text
+    ticks = iter(range(0, 10_000, 120))  # two minutes a round
+    timed = curves.train_to_stop(logarithmic, start=100, cap_steps=10**6, cap_minutes=3, clock=lambda: next(ticks))
+    assert timed.capped and timed.rounds == (100, 200)
+    with pytest.raises(ValueError, match="cap_steps=50 is below start=100"):
+        curves.train_to_stop(logarithmic, start=100, cap_steps=50)
