@@ -118,11 +118,14 @@ def notebook02_heldout_batches(tokenizer, profile, mask_id: int, objective: str 
 def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torch.Tensor, eval_batches: list[dict],
                          config: TrainConfig, run_dir, mask_id: int, masking=None, mask=None,
                          lora: LoraSettings = LoraSettings(), four_bit: bool = False, resume: bool = True,
-                         stop_after: int | None = None, progress: bool = True):
+                         stop_after: int | None = None, progress: bool = True, mask_tensor: bool = True):
     """Train ``objective`` ("mntp" or "mtp") with LoRA under ``mask`` (bidirectional by default).
 
     Returns ``(peft_model, records)``. Batches are drawn from ``train_blocks`` as a pure function of
     ``(config.seed, step, micro)``, so two objectives with one seed see the same data and selections.
+    ``mask_tensor=False``: the training loss passes the bidirectional mask to sdpa as no mask tensor
+    (``objectives.masked_lm_loss``; the held-out evaluation renders it as before), a run keyed apart; the default
+    renders it, as every run so far.
     """
     O.check_objective(objective)
     if not isinstance(train_blocks, torch.Tensor) or train_blocks.dim() != 2 or train_blocks.numel() == 0 \
@@ -151,8 +154,9 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
         return O.to_device(batch, device)
 
     identity = {"objective": objective, "mask_id": mask_id, "masking": masking, "mask": mask, "lora": lora,
-                "train_blocks": train_blocks, "eval_batches": eval_batches}
-    records = training.train(peft_model, batch_for=batch_for, loss_fn=lambda m, b: O.masked_lm_loss(m, b, mask),
+                "train_blocks": train_blocks, "eval_batches": eval_batches, **({} if mask_tensor else {"mask_tensor": False})}
+    records = training.train(peft_model, batch_for=batch_for,
+                             loss_fn=lambda m, b: O.masked_lm_loss(m, b, mask, mask_tensor=mask_tensor),
                              config=config, run_dir=run_dir,
                              evaluate=lambda m: O.evaluate_masked_lm(m, eval_batches, mask), resume=resume,
                              stop_after=stop_after, progress=progress, settings=identity)
