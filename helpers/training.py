@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import distributed, store
+from . import distributed, schedules, store
 from .adapters import peft_quietly
 from .checks import real_number, whole_number
 from .device import resolve_four_bit, training_mixed_precision
@@ -346,7 +346,7 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         settings: everything besides ``config`` that changes the run (objective, data, mask id, ...). Both are
             stored in ``run_dir/settings.json``; resuming a run stored under other settings is refused.
         lr_lambda: ``step -> factor``; step ``s`` (0-based) uses ``config.lr * lr_lambda(s)`` (a pure function of
-            the step, so resuming needs no scheduler state). None keeps ``config.lr`` (see :func:`linear_decay`).
+            the step, so resuming needs no scheduler state). None keeps ``config.lr`` (:mod:`helpers.schedules`).
             Its factor at every step is part of the run's stored settings.
 
     While it trains, the run folder is locked (:func:`helpers.store.exclusive`): a second process (another notebook
@@ -355,13 +355,11 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
     A finished run (its checkpoint at ``config.steps``) trains no more: the call loads the final adapter and returns
     the stored records, leaving the metrics file as it was.
 
-    Extending: the length (``config.steps``) is not part of the run's key, and with no ``lr_lambda`` or a
-    :class:`WarmupConstant` nothing else depends on it, so one folder holds one run whatever its length. A longer
-    request continues the run from its checkpoint (the batches, the per-micro-batch draws and AdamW's state are what
-    one run of the full length has there), so a run extended from N to 2N steps equals one trained 2N steps at once,
-    loss for loss, evaluation for evaluation (N on the evaluation cadence: each request also evaluates at its end)
-    and in its final adapter. A shorter request returns the records up to its length and loads the adapter kept at
-    that length (each finished request keeps its own: :func:`kept_lengths`).
+    Extending: the length (``config.steps``) keys nothing, and with no ``lr_lambda`` or a length-free one
+    (:class:`helpers.schedules.WarmupConstant`) nothing else depends on it. A longer request continues the run from
+    its checkpoint, so N then 2N steps equal 2N at once, loss for loss, evaluation for evaluation (N on the cadence:
+    each request evaluates at its end) and in the final adapter; a shorter one returns the records up to its length
+    and loads the adapter kept there (each finished request keeps its own: :func:`kept_lengths`).
 
     Under ``accelerate launch`` with N processes, each step's ``grad_accum`` micro-batches are shared out
     (:func:`helpers.distributed.process_micro_batches`), each process runs its own under
@@ -380,7 +378,7 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
     """:func:`train`'s loop; the main process holds the run folder's lock throughout
     (:func:`helpers.distributed.one_at_a_time`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if isinstance(lr_lambda, WarmupConstant):  # a schedule independent of the length: its form keys the run
+    if isinstance(lr_lambda, schedules.WarmupConstant):  # a schedule independent of the length: its form keys the run
         settings = {**(settings or {}), "lr_schedule": lr_lambda}
     elif lr_lambda is not None:  # any other schedule: its factor at every step joins the settings (so the length)
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
@@ -479,30 +477,6 @@ def _step(accelerator, model, optimizer, parameters: list, step: int, micros: ra
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return total
-
-
-@dataclass(frozen=True)
-class WarmupConstant:
-    """A learning-rate schedule that does not depend on the run's length, so a run extends: a linear warm-up over
-    ``warmup`` steps (step ``s`` at ``(s + 1) / warmup`` of the lr), then constant. The trunk of a
-    warmup-stable-decay schedule (transformers' ``get_wsd_schedule``) without its decay, which would need the
-    length. A dataclass, so a run's key holds the schedule's form, not a factor per step."""
-
-    warmup: int = 0
-
-    def __post_init__(self):
-        whole_number(self.warmup, "warmup", 0, "0: no warm-up")
-
-    def __call__(self, step: int) -> float:
-        return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
-
-
-def linear_decay(steps: int) -> Callable[[int], float]:
-    """The HF Trainer default schedule (no warm-up): step ``s`` of ``steps`` runs at ``1 - s / steps`` of the lr.
-    It depends on the length, so a run under it records a factor per step and cannot extend (:class:`WarmupConstant`
-    can)."""
-    steps = whole_number(steps, "steps")
-    return lambda step: max(0.0, 1.0 - step / steps)
 
 
 def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:

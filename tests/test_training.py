@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import adapters, distributed, mntp_adapter, models, profiles, store
+from helpers import adapters, distributed, mntp_adapter, models, profiles, schedules, store
 from helpers import objectives as O
 from helpers import training as T
 from helpers.device import resolve_four_bit
@@ -246,9 +246,9 @@ def test_train_config_refuses_settings_that_would_misbehave(changes, name):
 
 
 def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_path):
-    assert [T.linear_decay(4)(step) for step in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    assert [schedules.linear_decay(4)(step) for step in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
     with pytest.raises(ValueError, match="steps=0"):
-        T.linear_decay(0)
+        schedules.linear_decay(0)
 
     def moved(lr_lambda):
         weight = torch.nn.Parameter(torch.ones(3))
@@ -262,7 +262,7 @@ def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_
 
     assert moved(lambda step: 0.0) == 0.0  # a zero factor freezes every step
     # AdamW's first steps move each weight by about lr x factor: 0.1 x (1 + 2/3 + 1/3) for linear decay over 3 steps
-    assert moved(T.linear_decay(3)) == pytest.approx(0.2, abs=0.01)
+    assert moved(schedules.linear_decay(3)) == pytest.approx(0.2, abs=0.01)
     assert moved(None) == pytest.approx(0.3, abs=0.01)
 
 
@@ -438,11 +438,11 @@ def test_a_run_extended_from_n_to_2n_steps_equals_one_trained_2n_steps_and_a_sho
 
 
 def test_warmup_constant_does_not_depend_on_the_length_and_keys_the_run_by_its_form(tmp_path):
-    schedule = T.WarmupConstant(warmup=4)
+    schedule = schedules.WarmupConstant(warmup=4)
     assert [schedule(step) for step in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    assert T.WarmupConstant()(0) == 1.0
+    assert schedules.WarmupConstant()(0) == 1.0
     with pytest.raises(ValueError, match="warmup"):
-        T.WarmupConstant(warmup=-1)
+        schedules.WarmupConstant(warmup=-1)
 
     def run(steps, lr_lambda, folder):
         weight = torch.nn.Parameter(torch.ones(3))
@@ -455,6 +455,6 @@ def test_warmup_constant_does_not_depend_on_the_length_and_keys_the_run_by_its_f
 
     run(2, schedule, "warm")
     assert torch.equal(run(5, schedule, "warm"), run(5, schedule, "warm-straight"))  # extends under the schedule
-    run(2, T.linear_decay(2), "decay")
+    run(2, schedules.linear_decay(2), "decay")
     with pytest.raises(ValueError, match="lr_factors"):  # a length-dependent schedule: another run, refused
-        run(5, T.linear_decay(5), "decay")
+        run(5, schedules.linear_decay(5), "decay")
