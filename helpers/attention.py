@@ -124,7 +124,7 @@ def check_batch(input_ids: torch.Tensor, padding_mask: torch.Tensor | None, mode
 
 
 def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks: Sequence | None = None,
-                      padding_mask: torch.Tensor | None = None, **forward_kwargs):
+                      padding_mask: torch.Tensor | None = None, mask_tensor: bool = True, **forward_kwargs):
     """Run ``model`` with a workbook mask.
 
     Args:
@@ -133,6 +133,10 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
         padding_mask: the usual 2D ``(batch, length)`` 1/0 mask; masks are applied on content
             indices, so left and right padding give the same pattern. Position ids follow the
             content indices.
+        mask_tensor: True (the default) renders ``mask`` as a tensor (:func:`render`). False, for
+            :data:`~helpers.masks.bidirectional` over a batch without padding under sdpa, passes no mask tensor
+            and ``is_causal=False`` instead: every query sees every key either way, and sdpa may then pick a
+            kernel that takes no mask. Any other mask, padding or implementation is rendered as with True.
         forward_kwargs: passed to the model (``output_hidden_states``, ``output_attentions``, ...).
 
     ``input_ids``, ``padding_mask`` and tensor ``forward_kwargs`` are moved to the model's device;
@@ -148,12 +152,19 @@ def forward_with_mask(model, input_ids: torch.Tensor, mask=None, *, layer_masks:
     input_ids = input_ids.to(device)
     forward_kwargs.setdefault("use_cache", False)
     if layer_masks is None:
+        if not mask_tensor and _needs_no_mask(mask, model, padding_mask):
+            return model(input_ids=input_ids, attention_mask=None, is_causal=False, **forward_kwargs)
         return model(input_ids=input_ids, attention_mask=render(mask, model, padding_mask), **forward_kwargs)
     layer_masks = list(layer_masks)
     if len(layer_masks) != models.num_layers(model):
         raise ValueError(f"layer_masks has {len(layer_masks)} entries but the model has {models.num_layers(model)} layers")
     return forward_rendered(model, input_ids, layer_rendered=render_layers(layer_masks, model, padding_mask),
                             **forward_kwargs)
+
+
+def _needs_no_mask(mask, model, padding_mask: torch.Tensor) -> bool:
+    """Whether ``mask`` lets every query of an unpadded batch see every key under sdpa (no mask tensor needed)."""
+    return mask is M.bidirectional and attention_implementation(model) == "sdpa" and bool(padding_mask.bool().all())
 
 
 def forward_rendered(model, input_ids: torch.Tensor, rendered=None, *, layer_rendered: Sequence | None = None,

@@ -139,3 +139,132 @@ def mean_curve(curves: Sequence[Sequence[Sequence[float]]]) -> list[tuple[int, f
     by_seed = [dict((int(step), float(value)) for step, value in curve) for curve in curves]
     common = sorted(set.intersection(*(set(curve) for curve in by_seed)))
     return [(step, sum(curve[step] for curve in by_seed) / len(by_seed)) for step in common]
+
+
+# Stop power: how often the equivalence test reads a curve right at a given evaluation cadence and noise.
+STOP_POWER = 0.80  # a curve that stopped must read "stopped" at least this often
+MOVING_POWER = 0.95  # a curve still rising MOVING_RISE per 100 steps must read "still improving" at least this often
+MOVING_RISE = 3.0  # points per 100 steps (0.03 on a curve of shares)
+
+
+def moving_rise(points: Sequence[Sequence[float]]) -> float:
+    """:data:`MOVING_RISE` in a curve's own units: 3 points per 100 steps on a curve in points (F1 x 100), 0.03 on
+    one of shares (an accuracy in 0..1, whose values all lie within [-1, 1])."""
+    return MOVING_RISE / 100 if all(abs(float(value)) <= 1 for _, value in points) else MOVING_RISE
+
+
+def residual_noise(points: Sequence[Sequence[float]], window: float = STOP_WINDOW) -> float:
+    """A curve's evaluation noise as the equivalence test sees it: the standard deviation of the residuals around the
+    least-squares line over the last ``window`` of training (the fit :func:`stopped_improving` makes)."""
+    import numpy as np
+
+    curve = sorted((int(step), float(value)) for step, value in points)
+    if len(curve) < 3:
+        raise ValueError(f"points holds {len(curve)} evaluations; a residual needs at least 3")
+    first, last = curve[0][0], curve[-1][0]
+    chosen = [point for point in curve if point[0] >= last - window * (last - first)]
+    chosen = chosen if len(chosen) >= 3 else curve[-3:]
+    steps = np.array([step for step, _ in chosen], dtype=float)
+    values = np.array([value for _, value in chosen])
+    residuals = values - np.polyval(np.polyfit(steps, values, 1), steps)
+    return float(math.sqrt((residuals ** 2).sum() / (len(chosen) - 2)))
+
+
+@dataclass(frozen=True)
+class StopPower:
+    """:func:`stop_power`'s reading: how often a stopped curve reads "stopped" and a rising one "still improving"."""
+
+    steps: int
+    every: int
+    noise: float
+    gain: float
+    stopped: float  # share of draws of a curve flat over its last two thirds read "stopped"
+    moving: float  # share of draws of a curve rising MOVING_RISE per 100 steps read "still improving"
+
+    @property
+    def enough(self) -> bool:
+        return self.stopped >= STOP_POWER and self.moving >= MOVING_POWER
+
+
+def stop_power(*, steps: int, every: int, noise: float, gain: float, rise: float = MOVING_RISE, draws: int = 2000,
+               seed: int = 0, tolerance: float = STOP_TOLERANCE) -> StopPower:
+    """Simulated power of :func:`stopped_improving` at an evaluation every ``every`` of ``steps`` steps, evaluation
+    noise ``noise`` (normal, in the curve's units) and a curve that gains ``gain``: a stopped curve rises linearly to
+    ``gain`` over the first third of training and stays flat; a moving one reaches ``gain`` at the window's start
+    and keeps rising ``rise`` per 100 steps (in the curve's units: :func:`moving_rise`). Each is drawn ``draws``
+    times with fresh noise. A rise that adds less than the tolerance over as many steps again is, by the test's own
+    definition, a stop: at 100 steps a curve that gained 80 points and rises 3 a hundred steps reads "stopped"; the
+    moving target is reachable only at lengths where ``rise x steps / 100`` exceeds ``tolerance x gain``."""
+    import numpy as np
+
+    for name, value in (("steps", steps), ("every", every), ("draws", draws)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a whole number >= 1")
+    if not noise >= 0 or not gain > 0:
+        raise ValueError(f"noise={noise!r} must be >= 0 and gain={gain!r} > 0")
+    at = np.array(evaluation_steps(steps, every), dtype=float)
+    flat = gain * np.minimum(at / (steps / 3), 1.0)
+    start = steps * (1 - STOP_WINDOW)
+    moving = np.where(at < start, gain * at / start, gain + rise / 100 * (at - start))
+    rng = np.random.default_rng(seed)
+    shares = []
+    for curve, wanted in ((flat, True), (moving, False)):
+        reads = [stopped_improving(list(zip(at, curve + noise * rng.standard_normal(len(at)))),
+                                   tolerance=tolerance).stopped for _ in range(draws)]
+        shares.append(float(np.mean([read == wanted for read in reads])))
+    return StopPower(steps, every, float(noise), float(gain), *shares)
+
+
+def cadence_for(*, steps: int, noise: float, gain: float, most: int | None = None, **simulation) -> int | None:
+    """The sparsest evaluation cadence (the largest ``every`` dividing ``steps``, at most ``most``) at which
+    :func:`stop_power` reaches both targets for a curve of this noise and gain; None when even an evaluation every
+    step does not."""
+    candidates = [every for every in range(1, (most or steps) + 1) if steps % every == 0]
+    for every in sorted(candidates, reverse=True):
+        if stop_power(steps=steps, every=every, noise=noise, gain=gain, **simulation).enough:
+            return every
+    return None
+
+
+@dataclass(frozen=True)
+class TrainedToStop:
+    """:func:`train_to_stop`'s outcome: the length trained, each round's length, the last reading of the curve, and
+    whether it stopped or reached its cap (a capped curve is *not* stopped: its rows cannot read "no")."""
+
+    steps: int
+    rounds: tuple[int, ...]
+    stopping: Stopping
+    capped: bool
+    minutes: float
+
+    @property
+    def text(self) -> str:
+        ending = (f"reached its cap at {self.steps} steps ({self.minutes:.1f} min) without a shown stop"
+                  if self.capped else f"shown stopped at {self.steps} steps")
+        return f"{ending}; rounds {list(self.rounds)}; {self.stopping.reason}"
+
+
+def train_to_stop(train_to, *, start: int, cap_steps: int, cap_minutes: float = math.inf, grow: int = 2,
+                  clock=None) -> TrainedToStop:
+    """Train in extension rounds until the held-out curve is shown stopped (:func:`stopped_improving`) or a cap:
+    ``train_to(steps)`` trains the run to ``steps`` (extending it: ``helpers.training.train`` continues a run from
+    its checkpoint) and returns its ``(step, value)`` curve; the rounds are ``start``, ``grow`` x that, ... up to
+    ``cap_steps``, and no round starts once ``cap_minutes`` of its own time have passed."""
+    import time
+
+    for name, value in (("start", start), ("cap_steps", cap_steps), ("grow", grow)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "grow" else 1):
+            raise ValueError(f"{name}={value!r} must be a whole number >= {2 if name == 'grow' else 1}")
+    if cap_steps < start:
+        raise ValueError(f"cap_steps={cap_steps} is below start={start}")
+    clock = clock or time.perf_counter
+    began, rounds, steps = clock(), [], start
+    while True:
+        stopping = stopped_improving(train_to(steps))
+        rounds.append(steps)
+        minutes = (clock() - began) / 60
+        if stopping.stopped:
+            return TrainedToStop(steps, tuple(rounds), stopping, False, minutes)
+        if steps >= cap_steps or minutes >= cap_minutes:
+            return TrainedToStop(steps, tuple(rounds), stopping, True, minutes)
+        steps = min(steps * grow, cap_steps)

@@ -34,7 +34,8 @@ def mlm_train_config(profile, recipe: MaskedLMRecipe | None = None, *, fallback:
 def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", config: TrainConfig | None = None,
                       lora: LoraSettings | None = None, *, recipe: MaskedLMRecipe | None = None,
                       fallback: bool = False) -> dict:
-    """Everything that changes a masked-LM run of MAGNET App. E: its run folder and its adapter are keyed by this.
+    """Everything that changes a masked-LM run of MAGNET App. E: its adapter is keyed by this, its run folder by this
+    without the length (:func:`run_folder_key`).
 
     The one place the key is built: notebook 02's MNTP and MTP runs (``helpers.papers.mntp.experiment``), the
     adapter :func:`mntp_adapter` looks up, and :func:`load_or_train_mntp`'s fallback. ``config`` and ``lora``
@@ -48,12 +49,20 @@ def masked_lm_run_key(profile, objective: str, mask_token: str = "underscore", c
         "dtype": models.weight_dtype_name(profile), "four_bit": profile.load_in_4bit, "corpus": profile.corpus,
         "seq_len": recipe.seq_len, "train_blocks": recipe.train_blocks,
         "eval_batches": 1 if fallback else recipe.eval_batches,
-        "config": config, "lora": lora or training.lora_settings(profile), "masking": O.MaskingConfig()})
+        "config": config, "lora": lora or training.lora_settings(profile), "masking": O.MaskingConfig(),
+        "steps": config.steps})
+
+
+def run_folder_key(key: dict) -> dict:
+    """A masked-LM key (:func:`masked_lm_run_key`) without its length: what names the run folder, which holds the
+    run whatever its length (``training.train`` extends it or reads its prefix). The adapter a run saves, and what
+    the later notebooks read, is keyed by the full key, length included."""
+    return {name: value for name, value in key.items() if name != "steps"}
 
 
 def notebook02_mntp_run(profile) -> Path:
     """The run folder notebook 02 trains its MNTP adapter in, under the profile's recipe."""
-    return store.run_dir_for(f"02_mntp_{profile.name}", masked_lm_run_key(profile, "mntp"))
+    return store.run_dir_for(f"02_mntp_{profile.name}", run_folder_key(masked_lm_run_key(profile, "mntp")))
 
 
 def mntp_heldout_curve(profile) -> list[tuple[int, float]] | None:
@@ -109,11 +118,14 @@ def notebook02_heldout_batches(tokenizer, profile, mask_id: int, objective: str 
 def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torch.Tensor, eval_batches: list[dict],
                          config: TrainConfig, run_dir, mask_id: int, masking=None, mask=None,
                          lora: LoraSettings = LoraSettings(), four_bit: bool = False, resume: bool = True,
-                         stop_after: int | None = None, progress: bool = True):
+                         stop_after: int | None = None, progress: bool = True, mask_tensor: bool = True):
     """Train ``objective`` ("mntp" or "mtp") with LoRA under ``mask`` (bidirectional by default).
 
     Returns ``(peft_model, records)``. Batches are drawn from ``train_blocks`` as a pure function of
     ``(config.seed, step, micro)``, so two objectives with one seed see the same data and selections.
+    ``mask_tensor=False``: the training loss passes the bidirectional mask to sdpa as no mask tensor
+    (``objectives.masked_lm_loss``; the held-out evaluation renders it as before), a run keyed apart; the default
+    renders it, as every run so far.
     """
     O.check_objective(objective)
     if not isinstance(train_blocks, torch.Tensor) or train_blocks.dim() != 2 or train_blocks.numel() == 0 \
@@ -142,8 +154,9 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
         return O.to_device(batch, device)
 
     identity = {"objective": objective, "mask_id": mask_id, "masking": masking, "mask": mask, "lora": lora,
-                "train_blocks": train_blocks, "eval_batches": eval_batches}
-    records = training.train(peft_model, batch_for=batch_for, loss_fn=lambda m, b: O.masked_lm_loss(m, b, mask),
+                "train_blocks": train_blocks, "eval_batches": eval_batches, **({} if mask_tensor else {"mask_tensor": False})}
+    records = training.train(peft_model, batch_for=batch_for,
+                             loss_fn=lambda m, b: O.masked_lm_loss(m, b, mask, mask_tensor=mask_tensor),
                              config=config, run_dir=run_dir,
                              evaluate=lambda m: O.evaluate_masked_lm(m, eval_batches, mask), resume=resume,
                              stop_after=stop_after, progress=progress, settings=identity)
@@ -181,7 +194,7 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
                                    recipe.seq_len, max_blocks=recipe.train_blocks)
         evals = notebook02_heldout_batches(tokenizer, profile, mask_id, fallback=True)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
-                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", settings),
+                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", run_folder_key(settings)),
                                           mask_id=mask_id, lora=lora, four_bit=four_bit, progress=progress)
         adapters.save_adapter(trained, path, {**settings, "mask_id": mask_id})
         model, tokenizer = models.load_model(profile.model_name)

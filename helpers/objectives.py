@@ -208,12 +208,14 @@ def _scored(logits: torch.Tensor, targets: torch.Tensor) -> dict:
     return {"loss": loss, "correct": correct, "count": torch.tensor(targets.numel(), device=targets.device)}
 
 
-def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_logits: bool = False) -> dict:
+def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_logits: bool = False,
+                   mask_tensor: bool = True) -> dict:
     """MNTP's (or MTP's) loss on a batch of :func:`make_batch`: one forward under ``mask``, then
     :func:`gathered_loss` at the labelled positions (Eq. 2), plus accuracy and counts.
 
     With ``full_logits=True`` the LM head runs on every position first (the naive way; used only by the
-    benchmark to measure what gathering saves).
+    benchmark to measure what gathering saves). ``mask_tensor=False``: the bidirectional mask of an unpadded batch
+    reaches sdpa as no mask tensor (``attention.forward_with_mask``); the default renders it.
     """
     labels = batch["labels"]
     if full_logits:
@@ -222,10 +224,11 @@ def masked_lm_loss(model, batch: dict, mask: M.Mask = M.bidirectional, *, full_l
             raise ValueError("batch has no labelled positions; raise the mask ratio or use longer sequences")
         device = model_device(model)
         labels, rows, cols = labels.to(device), rows.to(device), cols.to(device)
-        output = attention.forward_with_mask(model, batch["input_ids"], mask, padding_mask=batch["padding_mask"])
+        output = attention.forward_with_mask(model, batch["input_ids"], mask, padding_mask=batch["padding_mask"],
+                                             mask_tensor=mask_tensor)
         return _scored(output.logits[rows, cols], labels[rows, cols])
     hidden = attention.forward_with_mask(models.decoder_body(model), batch["input_ids"], mask,
-                                         padding_mask=batch["padding_mask"]).last_hidden_state
+                                         padding_mask=batch["padding_mask"], mask_tensor=mask_tensor).last_hidden_state
     return gathered_loss(model.get_output_embeddings(), hidden, labels)
 
 

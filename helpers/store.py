@@ -30,9 +30,11 @@ from .file_io import (DELETE_HINT, CorruptFileError, WriteError, atomic_write, f
 
 
 def _canonical(value):
-    """A JSON-able form of ``value``: dataclasses as dicts, tuples as lists, tensors by content, the rest by str."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: _canonical(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    """A JSON-able form of ``value``: dataclasses as dicts (without the fields whose metadata says ``key=False``, such
+    as a run's length), tuples as lists, tensors by content, the rest by str."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a field marked key=False keys nothing
+        return {field.name: _canonical(getattr(value, field.name)) for field in dataclasses.fields(value)
+                if field.metadata.get("key", True)}
     if isinstance(value, dict):
         return {str(key): _canonical(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

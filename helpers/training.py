@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import distributed, store
+from . import distributed, schedules, store
 from .adapters import peft_quietly
 from .checks import real_number, whole_number
 from .device import resolve_four_bit, training_mixed_precision
@@ -64,7 +64,9 @@ RNG_SCHEME = "per-micro-batch"  # torch draws inside a micro-batch come from (se
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int
+    # The run's length keys nothing (store's key=False): a run folder holds one run whatever its length, a longer
+    # request continues it from its last checkpoint and a shorter one reads its prefix (train's "Extending").
+    steps: int = field(metadata={"key": False})
     batch_size: int
     grad_accum: int = 1
     lr: float = 3e-5
@@ -221,6 +223,45 @@ def load_checkpoint(run_dir: Path, model, optimizer) -> int:
     return int(state["step"])
 
 
+KEPT_PREFIX = "adapter-at-"
+
+
+def _kept_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR / f"{KEPT_PREFIX}{int(step)}.pt"
+
+
+def kept_lengths(run_dir) -> list[int]:
+    """The lengths whose adapter a run folder keeps (each finished request's)."""
+    folder = Path(run_dir) / CHECKPOINT_DIR
+    return sorted(int(path.stem[len(KEPT_PREFIX):]) for path in folder.glob(f"{KEPT_PREFIX}*.pt")) \
+        if folder.exists() else []
+
+
+def _keep(run_dir: Path, model, step: int) -> None:
+    """The trainable weights after ``step`` steps, kept beside the checkpoint (written atomically)."""
+    path = _kept_path(run_dir, step)
+    try:
+        store.save_torch(path, {"trainable": _trainable_state(model), "step": int(step)})
+    except OSError as error:
+        raise store.write_failed(path, error, f"the adapter after {step} steps was not kept; the run's checkpoint is "
+                                              "intact", "run again") from error
+
+
+def _load_kept(run_dir: Path, model, step: int) -> None:
+    """Load the adapter kept after ``step`` steps; an error naming the lengths kept when there is none."""
+    path = _kept_path(run_dir, step)
+    if not path.exists():
+        raise ValueError(f"steps={step}: {Path(run_dir)} has trained further, and keeps the adapter only at the "
+                         f"lengths {kept_lengths(run_dir)} requested before; ask for one of them or a longer run, "
+                         f"or delete the folder to train {step} steps afresh")
+    state = store.load_torch(path, f"Delete {path} (the run's checkpoint is intact) and request {step} steps again "
+                                   "only after retraining")
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in state["trainable"].items():
+            parameters[name].copy_(tensor)
+
+
 # --- Metrics ---
 
 def log_metrics(run_dir: Path, record: dict) -> None:
@@ -305,7 +346,7 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
         settings: everything besides ``config`` that changes the run (objective, data, mask id, ...). Both are
             stored in ``run_dir/settings.json``; resuming a run stored under other settings is refused.
         lr_lambda: ``step -> factor``; step ``s`` (0-based) uses ``config.lr * lr_lambda(s)`` (a pure function of
-            the step, so resuming needs no scheduler state). None keeps ``config.lr`` (see :func:`linear_decay`).
+            the step, so resuming needs no scheduler state). None keeps ``config.lr`` (:mod:`helpers.schedules`).
             Its factor at every step is part of the run's stored settings.
 
     While it trains, the run folder is locked (:func:`helpers.store.exclusive`): a second process (another notebook
@@ -313,6 +354,12 @@ def train(model, *, batch_for: Callable[[int, int], dict], loss_fn: Callable, co
 
     A finished run (its checkpoint at ``config.steps``) trains no more: the call loads the final adapter and returns
     the stored records, leaving the metrics file as it was.
+
+    Extending: the length (``config.steps``) keys nothing, and with no ``lr_lambda`` or a length-free one
+    (:class:`helpers.schedules.WarmupConstant`) nothing else depends on it. A longer request continues the run from
+    its checkpoint, so N then 2N steps equal 2N at once, loss for loss, evaluation for evaluation (N on the cadence:
+    each request evaluates at its end) and in the final adapter; a shorter one returns the records up to its length
+    and loads the adapter kept there (each finished request keeps its own: :func:`kept_lengths`).
 
     Under ``accelerate launch`` with N processes, each step's ``grad_accum`` micro-batches are shared out
     (:func:`helpers.distributed.process_micro_batches`), each process runs its own under
@@ -331,7 +378,9 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
     """:func:`train`'s loop; the main process holds the run folder's lock throughout
     (:func:`helpers.distributed.one_at_a_time`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if lr_lambda is not None:  # the schedule changes the numbers: its factor at every step joins the settings
+    if isinstance(lr_lambda, schedules.WarmupConstant):  # a schedule independent of the length: its form keys the run
+        settings = {**(settings or {}), "lr_schedule": lr_lambda}
+    elif lr_lambda is not None:  # any other schedule: its factor at every step joins the settings (so the length)
         settings = {**(settings or {}), "lr_factors": [round(float(lr_lambda(step)), 9) for step in range(config.steps)]}
     distributed.launched()  # refuses a launch whose processes accelerate would not join
     accelerator = distributed.accelerator_for(training_mixed_precision(model))
@@ -348,6 +397,11 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
             shutil.rmtree(run_dir / CHECKPOINT_DIR, ignore_errors=True)
             (run_dir / METRICS_FILE).unlink(missing_ok=True)
         start = load_checkpoint(run_dir, model, optimizer) if resume else 0
+        if start > config.steps:  # a shorter request: the prefix, with the adapter kept at that length
+            accelerator.wait_for_everyone()
+            _load_kept(run_dir, model, config.steps)
+            model.eval()
+            return [record for record in read_metrics(run_dir) if record["step"] <= config.steps]
         distributed.check_same_start(accelerator, run_dir, start)
         if main:
             _truncate_metrics(run_dir, start)
@@ -372,6 +426,8 @@ def _train(model, *, batch_for, loss_fn, config: TrainConfig, run_dir: Path, eva
                 _evaluate(model, evaluate, run_dir, done)
             if done == last or (config.checkpoint_every and done % config.checkpoint_every == 0):
                 save_checkpoint(run_dir, accelerator.unwrap_model(model), optimizer, done)
+            if done == config.steps:  # each requested length keeps its adapter: a later shorter request reads it
+                _keep(run_dir, accelerator.unwrap_model(model), done)
         accelerator.wait_for_everyone()  # the main process's last records and checkpoint are on disk
     model.eval()
     return read_metrics(run_dir)
@@ -421,12 +477,6 @@ def _step(accelerator, model, optimizer, parameters: list, step: int, micros: ra
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return total
-
-
-def linear_decay(steps: int) -> Callable[[int], float]:
-    """The HF Trainer default schedule (no warm-up): step ``s`` of ``steps`` runs at ``1 - s / steps`` of the lr."""
-    steps = whole_number(steps, "steps")
-    return lambda step: max(0.0, 1.0 - step / steps)
 
 
 def _evaluate(model, evaluate: Callable, run_dir: Path, step: int) -> None:

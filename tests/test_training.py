@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import adapters, distributed, mntp_adapter, models, profiles, store
+from helpers import adapters, distributed, mntp_adapter, models, profiles, schedules, store
 from helpers import objectives as O
 from helpers import training as T
 from helpers.device import resolve_four_bit
@@ -122,7 +122,8 @@ def test_a_resume_under_other_settings_is_refused_naming_the_folder_and_each_cha
     with pytest.raises(ValueError) as error:
         experiment(run, config=dataclasses.replace(CONFIG, lr=2e-2, steps=8))
     message = str(error.value)
-    assert str(run) in message and "config.lr: 0.01 -> 0.02" in message and "config.steps: 6 -> 8" in message
+    assert str(run) in message and "config.lr: 0.01 -> 0.02" in message
+    assert "steps" not in message  # the length keys nothing: a longer request alone would extend the run
     assert "Delete" in message and "resume=False" in message
     assert [r["step"] for r in T.read_metrics(run) if "loss" in r] == [1, 2, 3]  # the old run is untouched
     _, fresh = experiment(run, config=dataclasses.replace(CONFIG, lr=2e-2), resume=False)  # the way out it names
@@ -245,9 +246,9 @@ def test_train_config_refuses_settings_that_would_misbehave(changes, name):
 
 
 def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_path):
-    assert [T.linear_decay(4)(step) for step in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    assert [schedules.linear_decay(4)(step) for step in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
     with pytest.raises(ValueError, match="steps=0"):
-        T.linear_decay(0)
+        schedules.linear_decay(0)
 
     def moved(lr_lambda):
         weight = torch.nn.Parameter(torch.ones(3))
@@ -261,7 +262,7 @@ def test_lr_lambda_scales_each_step_and_linear_decay_is_the_trainer_default(tmp_
 
     assert moved(lambda step: 0.0) == 0.0  # a zero factor freezes every step
     # AdamW's first steps move each weight by about lr x factor: 0.1 x (1 + 2/3 + 1/3) for linear decay over 3 steps
-    assert moved(T.linear_decay(3)) == pytest.approx(0.2, abs=0.01)
+    assert moved(schedules.linear_decay(3)) == pytest.approx(0.2, abs=0.01)
     assert moved(None) == pytest.approx(0.3, abs=0.01)
 
 
@@ -409,3 +410,51 @@ def test_two_processes_saving_one_adapter_at_once_both_succeed(tmp_path):
     fill = adapters.adapter_metadata(path)["fill"]  # weights and metadata are one save's, never a mix
     assert torch.equal(load_file(path / "adapter_model.safetensors")["w"], torch.full((256,), fill))
     assert sorted(p.name for p in path.parent.iterdir()) == ["mntp-x"]
+
+
+def test_a_run_extended_from_n_to_2n_steps_equals_one_trained_2n_steps_and_a_shorter_request_reads_the_prefix(
+        tmp_path):
+    """The length keys nothing: 4 steps, then the same folder asked for 8, equals 8 steps at once to the bit (every
+    loss, every evaluation, the final adapter; LoRA dropout draws included); asking for 4 again afterwards returns
+    the first 4 steps' records and the adapter kept after them, training nothing."""
+    short, long = (dataclasses.replace(CONFIG, steps=steps, eval_every=2, checkpoint_every=0) for steps in (4, 8))
+    assert T.run_settings(short) == T.run_settings(long) and store.fingerprint(short) == store.fingerprint(long)
+    at_four, first = experiment(tmp_path / "extended", config=short)
+    four = {name: weight.detach().clone() for name, weight in at_four.named_parameters() if weight.requires_grad}
+    extended, records = experiment(tmp_path / "extended", config=long)
+    straight, straight_records = experiment(tmp_path / "straight", config=long)
+    assert records == straight_records and [r for r in records if r["step"] <= 4] == first
+    assert max(r["step"] for r in records) == 8 and sum("loss" in r for r in records) == 8  # each step once
+    for (name, weight), (_, other) in zip(extended.named_parameters(), straight.named_parameters()):
+        assert torch.equal(weight, other), name
+    assert T.kept_lengths(tmp_path / "extended") == [4, 8] and T.kept_lengths(tmp_path / "straight") == [8]
+    again, prefix = experiment(tmp_path / "extended", config=short)
+    assert prefix == first
+    for name, weight in again.named_parameters():
+        if name in four:
+            assert torch.equal(weight, four[name]), name
+    with pytest.raises(ValueError, match=r"steps=3: .* keeps the adapter only at the lengths \[4, 8\]"):
+        experiment(tmp_path / "extended", config=dataclasses.replace(short, steps=3))
+
+
+def test_warmup_constant_does_not_depend_on_the_length_and_keys_the_run_by_its_form(tmp_path):
+    schedule = schedules.WarmupConstant(warmup=4)
+    assert [schedule(step) for step in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert schedules.WarmupConstant()(0) == 1.0
+    with pytest.raises(ValueError, match="warmup"):
+        schedules.WarmupConstant(warmup=-1)
+
+    def run(steps, lr_lambda, folder):
+        weight = torch.nn.Parameter(torch.ones(3))
+        model = torch.nn.Module()
+        model.weight = weight
+        T.train(model, batch_for=lambda step, micro: {}, loss_fn=lambda m, b: {"loss": (m.weight ** 2).sum()},
+                config=T.TrainConfig(steps=steps, batch_size=1, lr=0.1, eval_every=0), run_dir=tmp_path / folder,
+                progress=False, lr_lambda=lr_lambda)
+        return weight.detach().clone()
+
+    run(2, schedule, "warm")
+    assert torch.equal(run(5, schedule, "warm"), run(5, schedule, "warm-straight"))  # extends under the schedule
+    run(2, schedules.linear_decay(2), "decay")
+    with pytest.raises(ValueError, match="lr_factors"):  # a length-dependent schedule: another run, refused
+        run(5, schedules.linear_decay(5), "decay")

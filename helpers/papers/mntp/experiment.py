@@ -91,7 +91,7 @@ def run_objective(profile, tokenizer, mlm_data: MaskedLMData, objective: str, *,
 
 def run_folder(profile, objective: str, key: dict) -> Path:
     """Where :func:`run_objective` trains ``objective`` under ``key`` (``mntp_adapter.masked_lm_run_key``)."""
-    return store.run_dir_for(f"02_{objective}_{profile.name}", key)
+    return store.run_dir_for(f"02_{objective}_{profile.name}", mntp_adapter.run_folder_key(key))
 
 
 def train_command(profile, seed: int | None, *, objective: str, mask_token: str = "underscore",

@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ... import attention, distributed, metrics, models, store, training
+from ... import attention, distributed, metrics, models, schedules, store, training
 from ...device import resolve_four_bit
 from ...seeds import EPOCH_ORDER_MULTIPLIER, seeded_generator
 from .experiment_data import EncodedSentence, TaggingData, collate, encode_words
@@ -172,7 +172,7 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
                                   lr=recipe.lr, weight_decay=recipe.weight_decay, eval_every=recipe.eval_every,
                                   checkpoint_every=settings.checkpoint_every, seed=seed)
     started = time.perf_counter()
-    schedule = training.linear_decay(recipe.steps) if recipe.lr_schedule == "linear" else None
+    schedule = schedules.linear_decay(recipe.steps) if recipe.lr_schedule == "linear" else None
     records = training.train(tagger, batch_for=batch_for, loss_fn=lambda model, batch: model(**batch), config=config,
                              run_dir=run.path, evaluate=evaluate, resume=resume, progress=progress, lr_lambda=schedule)
     seconds = time.perf_counter() - started
