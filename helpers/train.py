@@ -124,14 +124,15 @@ def command_profile(profile_name: str):
 
 
 def describe_run(folder: Path) -> str:
-    """``<folder>: step 8 of 8, loss 10.74`` from a run's metrics and settings."""
-    from . import store, training
+    """``<folder>: step 8, loss 10.74 (lengths finished: [8])`` from a run's metrics and the lengths it keeps (a run's
+    length is no setting of it: :func:`helpers.training.kept_lengths`)."""
+    from . import training
 
     losses = [record for record in training.read_metrics(folder) if "loss" in record]
     if not losses:
         return f"{folder}: no step trained yet"
-    steps = store.read_json(Path(folder) / training.SETTINGS_FILE)["settings"]["config"]["steps"]
-    return f"{folder}: step {losses[-1]['step']} of {steps}, loss {losses[-1]['loss']:.4f}"
+    return (f"{folder}: step {losses[-1]['step']}, loss {losses[-1]['loss']:.4f} (lengths finished: "
+            f"{training.kept_lengths(folder)})")
 
 
 def seed_commands(names: Sequence[str], profile_name: str, seeds: Sequence[int], options: Sequence[str] = ()

@@ -380,4 +380,4 @@ def adapted_model(profile, adapter_dir):
 def mntp_steps(profile) -> int:
     """How many MNTP steps the cached adapter had (notebook 02's, else the short fallback's), else the recipe's."""
     found = MNTP.mntp_adapter(profile)
-    return found[1]["config"]["steps"] if found else T.masked_lm_recipe(profile).steps
+    return found[1]["steps"] if found else T.masked_lm_recipe(profile).steps
