@@ -232,9 +232,7 @@ def _kept_path(run_dir: Path, step: int) -> Path:
 
 def kept_lengths(run_dir) -> list[int]:
     """The lengths whose adapter a run folder keeps (each finished request's)."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    return sorted(int(path.stem[len(KEPT_PREFIX):]) for path in folder.glob(f"{KEPT_PREFIX}*.pt")) \
-        if folder.exists() else []
+    return sorted(int(path.stem[len(KEPT_PREFIX):]) for path in (Path(run_dir) / CHECKPOINT_DIR).glob(f"{KEPT_PREFIX}*.pt"))
 
 
 def _keep(run_dir: Path, model, step: int) -> None:
@@ -319,6 +317,8 @@ def check_run_settings(run_dir, settings: dict, resume: bool = True, *, write: b
         else:
             raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint or metrics but no {SETTINGS_FILE}, so the "
                              f"settings it was trained with are unknown. {fix}")
+        if isinstance(old, dict) and isinstance(old.get("config"), dict):  # stored before the length keyed nothing
+            old = {**old, "config": {name: value for name, value in old["config"].items() if name != "steps"}}
         differences = store.flat_differences(old, settings)
         if differences:
             raise ValueError(f"run_dir={str(run_dir)!r} was trained with other settings and cannot be resumed under "

@@ -675,7 +675,8 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
                   parameters=_params("02", profiles.current()))
     after = ledger.gather()  # a single-seed rerun: compared with the study, not written over it
     assert after == rows
-    assert "9 OUTSIDE the study's 95% prediction interval for a new seed [-1.97, 7.97] (3 seeds)" in \
+    assert "9 OUTSIDE the study's 95% prediction interval for a new seed [-1.97, 7.97] (3 seeds at the run's own " \
+        "test examples)" in \
         capsys.readouterr().out  # mean 3, s = 1: 3 ± t(0.975; 2) · sqrt(1 + 1/3)
 
 

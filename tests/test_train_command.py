@@ -44,7 +44,8 @@ SEED_STUDY = "python -m helpers.train mntp --profile smoke --seeds 0 1 --paralle
 PAPER_RUNS = "ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2 -m helpers.train magnet emat --profile smoke"
 RELATIVE_TOLERANCE = 1e-5  # on every logged number
 ADAPTER_TOLERANCE = 1e-3  # on each adapter tensor, relative to its norm
-RUN_FILES = {".lock", "settings.json", "metrics.jsonl", "checkpoint/state.pt"}
+# the smoke recipe's 4 steps: the run keeps the adapter at the length it was asked for (training.kept_lengths)
+RUN_FILES = {".lock", "settings.json", "metrics.jsonl", "checkpoint/state.pt", "checkpoint/adapter-at-4.pt"}
 
 
 def _free_port() -> int:
@@ -341,7 +342,7 @@ def test_magnet_and_emat_under_two_processes_log_each_step_once(tmp_path):
     for run in runs:
         steps = [record["step"] for record in training.read_metrics(run) if "loss" in record]
         assert steps == list(range(1, len(steps) + 1)) and steps, (run, steps)  # each step once, not once per process
-        assert f"{run}: step {steps[-1]} of {steps[-1]}" in output
+        assert f"{run}: step {steps[-1]}, loss" in output and f"(lengths finished: [{steps[-1]}])" in output
     components = [json.loads(line) for line in (runs[0] / "components.jsonl").read_text().splitlines()]
     pairs = [(record["step"], record["micro"]) for record in components]
     assert len(pairs) == len(set(pairs))  # each micro-batch's Eq. 5 parts once, by whichever process computed it

@@ -458,3 +458,15 @@ def test_warmup_constant_does_not_depend_on_the_length_and_keys_the_run_by_its_f
     run(2, schedules.linear_decay(2), "decay")
     with pytest.raises(ValueError, match="lr_factors"):  # a length-dependent schedule: another run, refused
         run(5, schedules.linear_decay(5), "decay")
+
+
+def test_a_run_stored_while_its_length_was_a_setting_resumes_and_extends(tmp_path):
+    """Run folders written before the length keyed nothing store ``config.steps``; that stored length is no
+    difference, so such a run resumes (and extends) instead of being refused."""
+    run = tmp_path / "run"
+    experiment(run, stop_after=3)
+    stored = store.read_json(run / T.SETTINGS_FILE)
+    stored["settings"]["config"]["steps"] = CONFIG.steps  # as the older code stored it
+    store.write_json(run / T.SETTINGS_FILE, stored, indent=1)
+    _, records = experiment(run)
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, CONFIG.steps + 1))

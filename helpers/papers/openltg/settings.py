@@ -113,6 +113,7 @@ def curve_points(profile) -> dict[str, int]:
     :data:`helpers.metrics.STOP_MIN_POINTS` there. Notebook 05's trained rows rest on notebook 02's MNTP adapter,
     whose run evaluates at step 0, every ``eval_every`` steps and at its last step
     (:data:`helpers.mntp_recipe.MASKED_LM_RECIPES`)."""
+    from ...mntp_recipe import MNTP_HELDOUT_CURVE
     from ..mntp import settings as mntp_settings
 
-    return mntp_settings.curve_points(profile)
+    return {MNTP_HELDOUT_CURVE: mntp_settings.curve_points(profile)[MNTP_HELDOUT_CURVE]}
