@@ -659,12 +659,8 @@ def test_a_study_seed_writes_its_own_file_and_the_ledger_keeps_the_study_over_a_
     from helpers import profiles
 
     workbook()
-    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
-    for seed in (0, 1, 2):
-        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
-        path = ledger.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current(), parameters=_params("02", profiles.current()))
-        assert path == ledger.study_dir("cpu", seed) / "02.json"
-    monkeypatch.delenv(profiles.SEED_VAR)
+    paths = _record_seeds(monkeypatch)
+    assert paths == [ledger.study_dir("cpu", seed) / "02.json" for seed in (0, 1, 2)]
     assert all(ledger.study_seed_is_done("cpu", seed, "02") for seed in (0, 1, 2))
     assert not ledger.study_seed_is_done("cpu", 3, "02")
     combined = ledger.record_study("cpu", [0, 1, 2], "02")
@@ -684,14 +680,8 @@ def test_a_single_seed_run_is_compared_with_the_studys_seeds_at_its_own_test_exa
     """A study row is kept at the look that decided it, often at several times the test examples; a run on the
     notebook's own examples is compared with the seeds' values at those examples (their per-seed files), not with
     the decided look's, whose spread describes another evaluation."""
-    from helpers import profiles
-
     workbook()
-    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
-    for seed in (0, 1, 2):
-        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
-        ledger.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current(), parameters=_params("02", profiles.current()))
-    monkeypatch.delenv(profiles.SEED_VAR)
+    _record_seeds(monkeypatch)
     assert ledger.study.seed_values_at("cpu", "02", [0, 1, 2]) == {"mntp.test.gain": (2.0, 3.0, 4.0)}
     assert ledger.study.seed_values_at("cpu", "02", [0, 1, 2, 3]) == {}  # a seed's file missing: nothing to compare
     run = ledger.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})
@@ -705,12 +695,7 @@ def test_a_run_in_another_dtype_is_compared_with_the_study_and_never_gathered(tm
     from helpers import profiles
 
     workbook()
-    monkeypatch.setenv(profiles.ENV_VAR, "cpu")
-    for seed in (0, 1, 2):
-        monkeypatch.setenv(profiles.SEED_VAR, str(seed))
-        ledger.record(_seeds([2.0 + seed])[0][:1], "02", profiles.current(), parameters=_params("02", profiles.current()))
-    monkeypatch.delenv(profiles.SEED_VAR)
-    ledger.record_study("cpu", [0, 1, 2], "02")
+    _study(tmp_path, monkeypatch)
     study = ledger.gather(study=True)
     monkeypatch.setenv(profiles.DTYPE_VAR, "bfloat16")
     ledger.record([ledger.Claim(**{**TRAINED, "value": 3.5, "low": 3.0, "high": 4.0})], "02", profiles.current(),
@@ -944,15 +929,22 @@ def store_fingerprint(cfg, settings):
     return store.fingerprint([cfg, *settings])
 
 
-def _study(tmp_path, monkeypatch, notebook="02"):
+def _record_seeds(monkeypatch, notebook="02") -> list:
+    """Seeds 0, 1 and 2 of ``notebook`` at the cpu profile, each a trained row of value 2 + seed; their files."""
     from helpers import profiles
 
     monkeypatch.setenv(profiles.ENV_VAR, "cpu")
+    paths = []
     for seed in (0, 1, 2):
         monkeypatch.setenv(profiles.SEED_VAR, str(seed))
-        ledger.record(_seeds([2.0 + seed])[0][:1], notebook, profiles.current(),
-                      parameters=_params(notebook, profiles.current()))
+        paths.append(ledger.record(_seeds([2.0 + seed])[0][:1], notebook, profiles.current(),
+                                   parameters=_params(notebook, profiles.current())))
     monkeypatch.delenv(profiles.SEED_VAR)
+    return paths
+
+
+def _study(tmp_path, monkeypatch, notebook="02"):
+    _record_seeds(monkeypatch, notebook)
     ledger.record_study("cpu", [0, 1, 2], notebook)
     return ledger.claims_dir("cpu") / f"{notebook}.json"
 
