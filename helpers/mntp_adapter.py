@@ -154,7 +154,8 @@ def masked_lm_experiment(model, tokenizer, *, objective: str, train_blocks: torc
         return O.to_device(batch, device)
 
     identity = {"objective": objective, "mask_id": mask_id, "masking": masking, "mask": mask, "lora": lora,
-                "train_blocks": train_blocks, "eval_batches": eval_batches, **({} if mask_tensor else {"mask_tensor": False})}
+                "train_blocks": train_blocks, "eval_batches": eval_batches,
+                **({} if mask_tensor else {"mask_tensor": False})}
     records = training.train(peft_model, batch_for=batch_for,
                              loss_fn=lambda m, b: O.masked_lm_loss(m, b, mask, mask_tensor=mask_tensor),
                              config=config, run_dir=run_dir,
@@ -194,7 +195,8 @@ def load_or_train_mntp(profile=None, *, merge: bool = True, progress: bool = Tru
                                    recipe.seq_len, max_blocks=recipe.train_blocks)
         evals = notebook02_heldout_batches(tokenizer, profile, mask_id, fallback=True)
         trained, _ = masked_lm_experiment(model, tokenizer, objective="mntp", train_blocks=blocks, eval_batches=evals,
-                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}", run_folder_key(settings)),
+                                          config=config, run_dir=store.run_dir_for(f"mntp_fallback_{profile.name}",
+                                                                                   run_folder_key(settings)),
                                           mask_id=mask_id, lora=lora, four_bit=four_bit, progress=progress)
         adapters.save_adapter(trained, path, {**settings, "mask_id": mask_id})
         model, tokenizer = models.load_model(profile.model_name)

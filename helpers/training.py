@@ -64,8 +64,7 @@ RNG_SCHEME = "per-micro-batch"  # torch draws inside a micro-batch come from (se
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # The run's length keys nothing (store's key=False): a run folder holds one run whatever its length, a longer
-    # request continues it from its last checkpoint and a shorter one reads its prefix (train's "Extending").
+    # The run's length keys nothing (store's key=False): a longer request extends the run (train's "Extending").
     steps: int = field(metadata={"key": False})
     batch_size: int
     grad_accum: int = 1
@@ -201,6 +200,17 @@ def save_checkpoint(run_dir: Path, model, optimizer, step: int) -> Path:
     return target
 
 
+def _set_trainable_state(model, trainable: dict, path: Path) -> None:
+    """Copy saved trainable weights into ``model``; an error naming ``path`` when the model lacks one of them."""
+    parameters = dict(model.named_parameters())
+    unknown = [name for name in trainable if name not in parameters]
+    if unknown:
+        raise ValueError(f"checkpoint at {path} does not match the model: unknown parameters {unknown[:3]}")
+    with torch.no_grad():
+        for name, tensor in trainable.items():
+            parameters[name].copy_(tensor)
+
+
 def load_checkpoint(run_dir: Path, model, optimizer) -> int:
     """Restore a checkpoint; returns the step it was taken after (0 when there is none)."""
     path = Path(run_dir) / CHECKPOINT_DIR / "state.pt"
@@ -211,13 +221,7 @@ def load_checkpoint(run_dir: Path, model, optimizer) -> int:
     if not isinstance(state, dict) or not {"trainable", "optimizer", "step", "rng"} <= set(state):
         raise store.CorruptFileError(f"{path} is not a training checkpoint (keys "
                                      f"{sorted(state) if isinstance(state, dict) else type(state).__name__}). {fix}")
-    parameters = dict(model.named_parameters())
-    unknown = [name for name in state["trainable"] if name not in parameters]
-    if unknown:
-        raise ValueError(f"checkpoint at {path} does not match the model: unknown parameters {unknown[:3]}")
-    with torch.no_grad():
-        for name, tensor in state["trainable"].items():
-            parameters[name].copy_(tensor)
+    _set_trainable_state(model, state["trainable"], path)
     optimizer.load_state_dict(state["optimizer"])
     _set_rng_state(state["rng"])
     return int(state["step"])
@@ -254,10 +258,7 @@ def _load_kept(run_dir: Path, model, step: int) -> None:
                          f"or delete the folder to train {step} steps afresh")
     state = store.load_torch(path, f"Delete {path} (the run's checkpoint is intact) and request {step} steps again "
                                    "only after retraining")
-    parameters = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, tensor in state["trainable"].items():
-            parameters[name].copy_(tensor)
+    _set_trainable_state(model, state["trainable"], path)
 
 
 # --- Metrics ---

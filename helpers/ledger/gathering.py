@@ -133,6 +133,7 @@ def compare_with_ledger(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] 
     them (:func:`~helpers.ledger.study.seed_range_report`). The provenance must still name ``profile``."""
     ledger = ledger_path()
     committed = read_rows(ledger) if ledger.exists() else []
+    origins = read_payload(ledger).get("provenance", {}) if ledger.exists() else {}
     lines = []
     for path in sorted(claims_dir(profile).glob("[0-9][0-9].json")):
         if notebooks is not None and path.stem not in notebooks:
@@ -141,8 +142,7 @@ def compare_with_ledger(profile: str = LEDGER_PROFILE, notebooks: Sequence[str] 
         if not isinstance(payload.get("provenance"), dict) or payload["provenance"].get("profile") != profile:
             raise ProvenanceError(f"{path}: not computed under the {profile!r} profile; rerun notebook {path.stem} "
                                   f"under WORKBOOK_PROFILE={profile}")
-        seeds = (read_payload(ledger).get("provenance", {}).get(path.stem) or {}).get("seeds") or [] \
-            if ledger.exists() else []
+        seeds = (origins.get(path.stem) or {}).get("seeds") or []
         report = seed_range_report(payload["claims"], [row for row in committed if row.notebook == path.stem],
                                    seed_values_at(profile, path.stem, seeds) or None)
         if report:

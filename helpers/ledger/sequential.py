@@ -26,15 +26,13 @@ At a look, each trained row is either decided (the one verdict rule, at the look
 
 Each notebook's next look goes where it narrows its live rows most per CPU-minute (:func:`allocate`): from each row's
 own two terms, the expected half-width after more seeds (the plan's next seed count) or after an **examples look**
-(never for a row whose examples cannot grow: an earlier examples look left its count unchanged, or its declaration
-says so), divided by what each look costs; a notebook with no live row stops. An examples look is: the same seeds' trained runs score ``examples_factor`` times the test examples, prompts or draws
-(``WORKBOOK_EXAMPLES``; no run key holds an evaluation's size, so nothing retrains). Either kind is one of the plan's
-looks, so a notebook has at most ``len(looks)`` of them (:meth:`SequentialPlan.check_schedule`), every one read at the
-same nominal level. Pocock's constant is computed for looks spaced as the seed counts (c = 2.282 after 3, 5 and 8
-seeds); an examples look adds information in other steps. No look more than doubles a row's information (5/3 and 8/5
-for seeds; an examples look halves only the examples' share of the variance), and over such spacings reading every
-look at c = 2.282 keeps the overall two-sided level between 4.0% (steps of 1.2x) and 5.4% (every step doubling),
-computed from the same multivariate normal law. Each look's cost is stated before it starts (:func:`look_cost`).
+(never for a row whose examples cannot grow: an earlier examples look left its count unchanged), divided by what each
+look costs; a notebook with no live row stops. In an examples look the same seeds' trained runs score
+``examples_factor`` times the test examples, prompts or draws (``WORKBOOK_EXAMPLES``; no run key holds an evaluation's
+size, so nothing retrains). Either kind is one of the plan's looks, so a notebook has at most ``len(looks)`` of them
+(:meth:`SequentialPlan.check_schedule`), every one read at the same level. Where the examples carry no noise an
+examples look gives the seeds' values again, so it adds no chance of crossing; where they do, the simulation of the
+whole rule covers it. Each look's cost is stated before it starts (:func:`look_cost`).
 """
 from __future__ import annotations
 
@@ -99,7 +97,7 @@ def t_rule_level(looks: tuple[int, ...], alpha: float = 0.05, draws: int = T_RUL
     """The one level every look's t interval over the seeds is read at so that, under no effect, some look of a study
     with looks after ``looks`` seeds excludes 0 with probability ``alpha``: simulated null studies (standard normal
     seed values, the same draws for every candidate level), the crossing rate solved for the level by bisection.
-    At looks after 3, 5 and 8 seeds and alpha 0.05 it is about 98.1%, where Pocock's normal 97.8% gives 5.6%."""
+    At looks after 3, 5 and 8 seeds and alpha 0.05 it is about 98.0%, where Pocock's normal 97.8% gives 5.6%."""
     import numpy as np
     from scipy import optimize, stats
 
@@ -148,10 +146,18 @@ class SequentialPlan:
 
     @property
     def level(self) -> float:
-        """Every look's interval level: :func:`t_rule_level` for the plan's looks (about 98.1% for looks after 3, 5
+        """Every look's interval level: :func:`t_rule_level` for the plan's looks (about 98.0% for looks after 3, 5
         and 8 seeds at alpha 0.05), calibrated for the t rule over seeds; Pocock's normal-theory level,
-        ``1 - 2(1 - Φ(c))`` from :attr:`critical_value`, would be 97.8% there."""
+        :attr:`pocock_level`, would be 97.8% there."""
         return t_rule_level(self.looks, self.alpha)
+
+    @property
+    def pocock_level(self) -> float:
+        """Pocock's normal-theory level for the plan's looks, ``1 - 2(1 - Φ(c))`` from :attr:`critical_value`: right
+        for normal statistics, too loose for a t interval over few seeds (what :attr:`level` corrects)."""
+        from scipy import stats
+
+        return float(1 - 2 * stats.norm.sf(self.critical_value))
 
     def look_number(self, seeds: int) -> int:
         """Which look (1-based) ``seeds`` seeds make; an error when the plan has no look after that many."""
@@ -205,11 +211,7 @@ class SequentialPlan:
                 f"an examples look narrows more per CPU-minute, scoring {self.examples_factor}x the test examples on "
                 f"the same runs; every look's t interval is read at {100 * self.level:.1f}%, the level simulated to "
                 f"keep the overall two-sided level at {100 * self.alpha:g}% (Pocock's normal-theory boundary, "
-                f"c = {self.critical_value:.3f}, would read {100 * (1 - 2 * _normal_sf(self.critical_value)):.1f}%)")
-
-
-def _normal_sf(z: float) -> float:
-    return 0.5 * math.erfc(z / math.sqrt(2))
+                f"c = {self.critical_value:.3f}, would read {100 * self.pocock_level:.1f}%)")
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,7 @@ class LookState:
     seeds: int = 0
     sd: float = 0.0
     examples_half: float = 0.0
-    examples_grow: bool = True  # False: an earlier examples look left its count unchanged, or it is declared fixed
+    examples_grow: bool = True  # False: an earlier examples look left its count unchanged
 
     def half_after(self, look: str, plan: "SequentialPlan") -> float:
         """The half-width expected at the plan's level after ``look``: ``"now"``; ``"seeds"``, the plan's next seed
