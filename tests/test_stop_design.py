@@ -1,0 +1,68 @@
+"""scripts/stop_design.py on the committed study's curves: every curve a trained finding rests on is read and costed,
+and the cadence it reports reaches the stop-power targets on fresh simulated draws."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import curves
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location("stop_design", ROOT / "scripts" / "stop_design.py")
+stop_design = importlib.util.module_from_spec(SPEC)
+sys.modules["stop_design"] = stop_design  # its dataclass looks its module up
+SPEC.loader.exec_module(stop_design)
+
+
+@pytest.fixture
+def costs(tmp_path):
+    """A benchmark report in training_steps.py's --json form: 1 s a step, 2 s an evaluation, for every row named."""
+    steps = sorted({step for step, _ in stop_design.COST_ROWS.values()})
+    evaluations = sorted({evaluation for _, evaluation in stop_design.COST_ROWS.values() if evaluation})
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"steps": [{"name": name, "step_s": 1.0} for name in steps],
+                                "evaluations": [{"run": name, "kinds": [{"name": name, "seconds": 2.0}]}
+                                                for name in evaluations]}))
+    return path
+
+
+def test_every_curve_of_the_committed_study_has_its_costs_named():
+    found = stop_design.read_curves("cpu")
+    assert found, "the committed study holds per-seed curves"
+    assert {curve.name for curve in found} <= set(stop_design.COST_ROWS), "a curve the script cannot cost"
+    for curve in found:
+        assert len(curve.seeds) >= 2 and curve.length >= 10 and curve.every >= 1
+
+
+def test_the_reported_cadence_reaches_both_targets_on_fresh_draws_and_its_cost_is_the_arithmetic(costs):
+    steps, evaluations = stop_design.read_costs(costs)
+    curve = next(c for c in stop_design.read_curves("cpu") if c.name.startswith("notebook 02's MNTP held-out"))
+    row, = stop_design.design(curve, [4], (steps, evaluations), speedup=2.0, draws=300)
+    assert row["steps"] == 4 * curve.length and row["every"] is not None
+    fresh = curves.stop_power(steps=row["steps"], every=row["every"], noise=row["noise"], gain=row["gain"],
+                              rise=curves.moving_rise(curve.mean), draws=600, seed=7)
+    assert fresh.stopped >= curves.STOP_POWER - 0.05 and fresh.moving >= curves.MOVING_POWER
+    evaluated = len(curves.evaluation_steps(row["steps"], row["every"]))
+    train, evaluate = row["steps"] * 1.0 / 2.0, evaluated * 2.0
+    assert row["minutes_per_seed"] == pytest.approx((train + evaluate) / 60)
+    assert row["evaluation_share"] == pytest.approx(evaluate / (train + evaluate))
+
+
+def test_a_curve_that_never_rose_has_no_cadence_that_shows_a_stop(costs):
+    flat = stop_design.Curve("EMAT dev a@1", ("06",), 1, {seed: [(step, 0.5 - 0.001 * step) for step in range(0, 85, 7)]
+                                                          for seed in range(3)})
+    row, = stop_design.design(flat, [4], stop_design.read_costs(costs), speedup=1.0, draws=100)
+    assert row["gain"] < 0 and row["every"] is None and row["minutes_per_seed"] is None
+
+
+def test_bad_arguments_name_themselves(costs, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        stop_design.main(["--costs", str(tmp_path / "absent.json")])
+    assert "--costs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        stop_design.main(["--costs", str(costs), "--speedup", "0"])
+    assert "--speedup" in capsys.readouterr().err
