@@ -1,7 +1,8 @@
 """Notebook 03's training: joint training of Eq. 5 on ``helpers.training.train`` over the three views' data
 (:mod:`.experiment_data`, Fig. 4), and the runs the tables read: MAGNET itself, the LLM2Vec-style baseline (MNTP,
-then SimCSE) and Table 6's ablation runs. Every run folder is keyed by :func:`run_key`, exactly what changes the run's
-numbers.
+then SimCSE) and Table 6's ablation runs. Every run folder is keyed by :func:`run_folder_key`: exactly what changes
+the run's numbers, less the length of its last phase, so that a run extends (a longer request continues it, a shorter
+one reads its prefix, ``helpers.training.train``).
 
 The evaluations live beside this module, one per table: ``experiment_table1`` (word-level probes),
 ``experiment_table2`` (STS-B), ``experiment_table4`` (infilling) and ``experiment_table5`` (degeneration in
@@ -29,7 +30,7 @@ from .experiment_data import (JointData, augment, display_examples, joint_data, 
                               positive_pool, sscl_sentences, three_views)
 from .mechanism import (Phase, add_projection_head, encode_sentences, joint_loss, magnet_phases, masked_view, phase_at,
                         sample_spans)
-from .settings import ABLATION_LAMBDAS, MagnetSettings, evaluation_free
+from .settings import ABLATION_LAMBDAS, MagnetSettings, evaluation_free, length_free
 
 MASK_TOKEN = "underscore"  # MAGNET's "_" (App. A), resolved by objectives.resolve_mask_token
 COMPONENTS_FILE = "components.jsonl"
@@ -53,7 +54,8 @@ def bos_id(tokenizer) -> int:
 
 @dataclass(frozen=True)
 class MagnetRunKey:
-    """What changes a notebook-03 training run: its folder (``store.reuse_run``) and adapter are keyed by this.
+    """What changes a notebook-03 training run: the adapter MAGNET saves is keyed by this, its run folder
+    (``store.reuse_run``) by this less the runs' lengths (:func:`run_folder_key`).
 
     The sizes of notebook 03 (:class:`MagnetSettings`, after ``memory.fit_training``) less those of the evaluations
     after training (:func:`~.settings.evaluation_free`), the model and how it is loaded, the corpus, the seed, LoRA,
@@ -74,10 +76,27 @@ class MagnetRunKey:
 
 
 def run_key(profile, settings: MagnetSettings, *, mntp_adapter: dict | None = None) -> MagnetRunKey:
-    """The one place a notebook-03 run key is built from the profile and notebook 03's settings."""
+    """The one place a notebook-03 run key is built from the profile and notebook 03's settings. It holds the runs'
+    lengths and keys the adapter MAGNET saves; its run folder is keyed by :func:`run_folder_key`."""
     return MagnetRunKey(settings=evaluation_free(settings), model=profile.model_name, dtype=models.weight_dtype_name(profile),
                         four_bit=T.four_bit_requested(profile), corpus=profile.corpus, seed=profile.seed,
                         lora=T.lora_settings(profile), mntp_adapter=mntp_adapter)
+
+
+def run_folder_key(key: MagnetRunKey) -> dict:
+    """What names a notebook-03 run folder: ``key`` less the lengths of the runs' last phases
+    (:data:`~.settings.RUN_LENGTHS`: ``phase2_steps``, ``simcse_steps``), as plain JSON. The folder holds the run at
+    any such length: ``helpers.training.train`` continues a longer request from its checkpoint (N then 2N steps equal
+    2N at once) and answers a shorter one with its records and the adapter kept at that length. MAGNET's
+    ``phase1_steps`` stays: it is where phase 2 starts."""
+    return {**store.canonical_settings(key), "settings": length_free(key.settings)}
+
+
+def phases_key(phases: Sequence[Phase]) -> list[dict]:
+    """``phases`` as they key a joint run's training loop: every phase whole but the last, which keeps its λ and
+    leaves out its length (the run's: a longer last phase extends the run)."""
+    *earlier, last = store.canonical_settings(list(phases))
+    return [*earlier, {name: value for name, value in last.items() if name != "steps"}]
 
 
 HELDOUT_KEY = "heldout_mntp_accuracy"  # the budget check's curve in a joint run's evaluation records
@@ -101,8 +120,10 @@ def joint_evaluation(profile, settings: MagnetSettings, tokenizer) -> tuple[list
     definition notebook 03 and ``python -m helpers.train magnet`` both train with.
 
     ``evaluate(model, step)`` generates only at the steps that are multiples of ``settings.curve_every`` and at the
-    joint run's last step (at every evaluation when it is None, or when no step is given): greedy generation is most
-    of an evaluation's cost, and Fig. 6 needs fewer points than the budget check."""
+    last step of the request (``settings.total_steps``; at every evaluation when curve_every is None, or when no step
+    is given): greedy generation is most of an evaluation's cost, and Fig. 6 needs fewer points than the budget check.
+    Like ``training.train``'s evaluation at each request's end, a run extended from a length on the ``curve_every``
+    cadence has the records of one trained to the longer length at once."""
     from .experiment_table5 import fig6_evaluation
 
     prefixes, degeneration = fig6_evaluation(profile, settings, tokenizer)
@@ -162,14 +183,16 @@ def joint_batch_maker(tokenizer, *, phases: Sequence[Phase], settings: MagnetSet
     return batch_for
 
 
-def read_components(run_dir) -> list[dict]:
-    """Per-step MNTP / SSCL / MSG losses of a joint run (last write wins for a step re-run after a resume)."""
+def read_components(run_dir, up_to: int | None = None) -> list[dict]:
+    """Per-step MNTP / SSCL / MSG losses of a joint run (last write wins for a step re-run after a resume), of its
+    first ``up_to`` steps when given (a shorter request of a run trained further)."""
     path = Path(run_dir) / COMPONENTS_FILE
     if not path.exists():
         return []
     latest: dict[tuple[int, int], dict] = {}
     for record in store.read_jsonl(path):
-        latest[(record["step"], record["micro"])] = record
+        if up_to is None or record["step"] < up_to:  # 0-based steps
+            latest[(record["step"], record["micro"])] = record
     steps: dict[int, list[dict]] = {}
     for (step, _), record in sorted(latest.items()):
         steps.setdefault(step, []).append(record)
@@ -215,7 +238,9 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
     MNTP adapter for the LLM2Vec-style SimCSE stage). With ``snapshot_phases`` the adapter is saved at
     the end of every phase but the last to ``run_dir/after_phase<i>`` (Table 6 reads MNTP + MSG there).
     Rerunning with ``resume`` continues an interrupted run and reuses a finished one; ``stop_after`` stops at that
-    step with a checkpoint there, as an interruption would (``training.train``).
+    step with a checkpoint there, as an interruption would (``training.train``). The last phase's length keys nothing
+    (:func:`phases_key`, :func:`~.settings.length_free`), and no cadence depends on it: a longer last phase continues a
+    finished run, a shorter one returns its records and adapter up to that length (``training.train``'s extending).
     """
     run_dir = Path(run_dir)
     phases = list(phases)
@@ -232,7 +257,7 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
     total = sum(phase.steps for phase in phases)
     config = T.TrainConfig(steps=total, batch_size=settings.batch_size, grad_accum=settings.grad_accum, lr=settings.lr,
                            eval_every=settings.eval_every if eval_every is None else eval_every,
-                           checkpoint_every=math.gcd(settings.checkpoint_every, total),
+                           checkpoint_every=settings.checkpoint_every,
                            gradient_checkpointing=settings.gradient_checkpointing, seed=seed)
     batch_for = joint_batch_maker(tokenizer, phases=phases, settings=settings, blocks=blocks, sentences=sentences,
                                   mask_id=mask_id, seed=seed, device=next(peft_model.parameters()).device,
@@ -240,7 +265,8 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
     run_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         (run_dir / COMPONENTS_FILE).unlink(missing_ok=True)
-    identity = {"phases": phases, "magnet": evaluation_free(settings), "lora": lora, "mask_id": mask_id, "seed": seed, "blocks": blocks,
+    identity = {"phases": phases_key(phases), "magnet": length_free(settings), "lora": lora, "mask_id": mask_id,
+                "seed": seed, "blocks": blocks,
                 "sentences": None if sentences is None else store.fingerprint(list(sentences)),
                 "paraphrases": None if paraphrases is None else store.fingerprint(list(paraphrases))}
     train = dict(batch_for=batch_for, loss_fn=_component_logger(run_dir, settings.temperature), config=config,
@@ -267,30 +293,43 @@ def joint_experiment(model, tokenizer, *, phases: Sequence[Phase], settings: Mag
 
 @dataclass
 class TrainedRun:
-    """A finished joint run: the trained peft ``model``, its metric ``records`` and its run folder ``path``."""
+    """A finished joint run at the requested length ``steps``: the trained peft ``model``, its metric ``records`` and
+    its run folder ``path`` (which may hold the run trained further)."""
 
     model: object
     records: list[dict]
     path: Path
+    steps: int
+
+    def components(self) -> list[dict]:
+        """The per-step Eq. 5 parts of the run's first ``steps`` steps (:func:`read_components`)."""
+        return read_components(self.path, up_to=self.steps)
 
 
 def train_magnet(base, tokenizer, profile, settings: MagnetSettings, views: JointData, *, evaluate: Callable | None = None,
                  resume: bool = True, progress: bool = True, stop_after: int | None = None) -> TrainedRun:
     """MAGNET (§3.3, App. A): both phases of Eq. 5 on ``base`` (phase 1's adapter kept as ``after_phase1``); the final
-    adapter is also saved under ``data/cache/adapters`` with its run key once the run is finished."""
+    adapter is also saved under ``data/cache/adapters`` with its run key, length included, once the run is finished.
+
+    The run folder holds phase 2 at any length (:func:`run_folder_key`): a longer ``phase2_steps`` continues a finished
+    run, a shorter one returns the records and adapter up to that length."""
     key = run_key(profile, settings)
-    run = store.reuse_run(f"03_magnet_{profile.name}", key, resume=resume)
+    run = store.reuse_run(f"03_magnet_{profile.name}", run_folder_key(key), resume=resume)
+    phases = magnet_phases(settings)
     model, records = joint_experiment(
-        base, tokenizer, phases=magnet_phases(settings), settings=settings, run_dir=run.path, blocks=views.blocks,
+        base, tokenizer, phases=phases, settings=settings, run_dir=run.path, blocks=views.blocks,
         sentences=views.sentences, paraphrases=views.paraphrases, mask_id=mask_id_for(tokenizer), seed=profile.seed,
         evaluate=evaluate, lora=key.lora, four_bit=key.four_bit, resume=resume, progress=progress,
         stop_after=stop_after)
-    if _finished(records, sum(phase.steps for phase in magnet_phases(settings))):
-        adapters.save_adapter(model, adapters.adapter_path("magnet", profile.model_name, key), {**run.settings, "objective": "magnet"})
-    return TrainedRun(model, records, run.path)
+    steps = sum(phase.steps for phase in phases)
+    if _finished(records, steps):
+        adapters.save_adapter(model, adapters.adapter_path("magnet", profile.model_name, key),
+                              {**store.canonical_settings(key), "objective": "magnet"})
+    return TrainedRun(model, records, run.path, steps)
 
 
 def _finished(records: Sequence[dict], steps: int) -> bool:
+    """Whether ``records`` (a request's: ``training.train`` returns those up to its length) reach ``steps``."""
     return max((record["step"] for record in records if "loss" in record), default=0) == steps
 
 
@@ -299,22 +338,25 @@ def train_llm2vec_style(tokenizer, profile, settings: MagnetSettings, views: Joi
                         stop_after: int | None = None) -> TrainedRun:
     """The LLM2Vec-style baseline: notebook 02's MNTP adapter (merged; ``mntp_adapter.load_or_train_mntp`` trains a short
     one when notebook 02 has not run), then a fresh LoRA on SSCL alone, λ = (0, 1, 0), for ``simcse_steps`` steps
-    with MAGNET's sentences, positives, instruction and last-token encoding, and no MSG."""
+    with MAGNET's sentences, positives, instruction and last-token encoding, and no MSG; evaluated every
+    ``simcse_eval_every`` steps and at the end. The run folder holds the stage at any ``simcse_steps``
+    (:func:`run_folder_key`): a longer request continues it, a shorter one reads its prefix."""
     mntp_start, _, _ = MNTP.load_or_train_mntp(profile, progress=progress)
     key = run_key(profile, settings, mntp_adapter=MNTP.mntp_adapter(profile)[1])
-    run = store.reuse_run(f"03_llm2vec_simcse_{profile.name}", key, resume=resume)
+    run = store.reuse_run(f"03_llm2vec_simcse_{profile.name}", run_folder_key(key), resume=resume)
     model, records = joint_experiment(
         mntp_start, tokenizer, phases=[Phase(settings.simcse_steps, 0.0, 1.0, 0.0)], settings=settings,
         run_dir=run.path, blocks=None, sentences=views.sentences, paraphrases=views.paraphrases,
         mask_id=mask_id_for(tokenizer), seed=profile.seed, evaluate=every_evaluation(evaluate), lora=key.lora,
-        four_bit=key.four_bit, resume=resume, eval_every=max(1, settings.simcse_steps // 2), progress=progress,
+        four_bit=key.four_bit, resume=resume, eval_every=settings.simcse_eval_every, progress=progress,
         stop_after=stop_after)
-    return TrainedRun(model, records, run.path)
+    return TrainedRun(model, records, run.path, settings.simcse_steps)
 
 
 def every_evaluation(evaluate: Callable | None) -> Callable | None:
     """``evaluate`` without the step, so a step-aware evaluator does all its work at each evaluation: the SimCSE
-    stage's three evaluations are the whole of Fig. 6's LLM2Vec-style line after the base model."""
+    stage's evaluations (every ``simcse_eval_every`` steps) are the whole of Fig. 6's LLM2Vec-style line after the
+    base model."""
     return None if evaluate is None else (lambda model: evaluate(model))
 
 
@@ -324,9 +366,10 @@ def ablation_name(run: str) -> str:
 
 
 def ablation_run(profile, settings: MagnetSettings, name: str, *, resume: bool = True) -> store.Run:
-    """The run folder of Table 6's ablation ``name`` (one of ``settings.ablation_runs``)."""
-    return store.reuse_run(f"03_ablation_{name.replace('+', '_')}_{profile.name}", run_key(profile, settings),
-                           resume=resume)
+    """The run folder of Table 6's ablation ``name`` (one of ``settings.ablation_runs``), which holds the run at any
+    ``phase2_steps`` (:func:`run_folder_key`)."""
+    return store.reuse_run(f"03_ablation_{name.replace('+', '_')}_{profile.name}",
+                           run_folder_key(run_key(profile, settings)), resume=resume)
 
 
 def train_ablations(tokenizer, profile, settings: MagnetSettings, views: JointData, *, resume: bool = True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import store
 from ...seeds import StudySeed
 
 POSITIVE_KINDS = ("augment", "paraphrase")
@@ -44,8 +45,10 @@ class MagnetSettings:
     paraphraser: str = "prithivida/parrot_paraphraser_on_T5"
     delete_prob: float = 0.1
     crop_min: float = 0.8
-    # LLM2Vec-style baseline: SimCSE steps on top of the MNTP adapter.
+    # LLM2Vec-style baseline: SimCSE steps on top of the MNTP adapter, evaluated (Fig. 6's generations included) every
+    # simcse_eval_every steps: a cadence of its own, not a share of simcse_steps, so that the run extends.
     simcse_steps: int = 800
+    simcse_eval_every: int = 400
     eval_every: int = 200
     checkpoint_every: int = 200
     # The budget check: held-out MNTP accuracy at every evaluation, on this many validation blocks masked once.
@@ -97,6 +100,9 @@ class MagnetSettings:
             raise ValueError(f"span_min={self.span_min}, span_max={self.span_max}: expected 1 <= span_min <= span_max")
         if self.max_spans * self.span_max + self.max_spans + 1 > self.seq_len:
             raise ValueError(f"max_spans x span_max = {self.max_spans} x {self.span_max} leaves no context in seq_len={self.seq_len}")
+        if self.simcse_eval_every < 1:
+            raise ValueError(f"simcse_eval_every={self.simcse_eval_every} must be >= 1 (the SimCSE stage's evaluation "
+                             "cadence, in steps)")
         if self.heldout_blocks < 1:
             raise ValueError(f"heldout_blocks={self.heldout_blocks} must be >= 1 (the held-out MNTP curve's blocks)")
         if self.curve_every is not None and (self.curve_every < 1 or self.curve_every % self.eval_every):
@@ -136,11 +142,28 @@ def evaluation_free(settings: MagnetSettings) -> MagnetSettings:
     return replace(settings, **defaults)
 
 
+# The lengths of the last (or only) phase of notebook 03's runs: MAGNET's phase 2 (λ = (1, 9, 1), App. A), the
+# LLM2Vec-style SimCSE stage, and Table 6's ablation runs (phase2_steps each). One run folder holds its run at any of
+# these lengths (helpers.training.train continues a longer request from the checkpoint and reads a shorter one's
+# prefix), so no run folder is keyed by them (``length_free``). MAGNET's phase 1 length stays in the key: it is where
+# phase 2 starts, so another phase1_steps trains other steps, not a longer run. The adapter MAGNET saves keeps its
+# length in its key (``experiment.run_key``).
+RUN_LENGTHS = ("phase2_steps", "simcse_steps")
+
+
+def length_free(settings: MagnetSettings) -> dict:
+    """What keys a notebook-03 run folder and its training loop's stored settings: :func:`evaluation_free` settings as
+    plain JSON (``store.canonical_settings``) without the run lengths :data:`RUN_LENGTHS`."""
+    canonical = store.canonical_settings(evaluation_free(settings))
+    return {name: value for name, value in canonical.items() if name not in RUN_LENGTHS}
+
+
 SETTINGS = {
     # The same code paths at toy sizes on the tiny random Llama (nbmake).
     "smoke": MagnetSettings(seq_len=32, batch_size=2, phase1_steps=2, phase2_steps=2, lr=1e-3, train_blocks=16,
                             span_min=2, span_max=6, sscl_batch_size=2, sscl_max_len=24, sscl_min_words=5,
-                            sscl_pool=8, simcse_steps=2, eval_every=2, checkpoint_every=2, heldout_blocks=2, gen_prefixes=2,
+                            sscl_pool=8, simcse_steps=2, simcse_eval_every=1, eval_every=2, checkpoint_every=2,
+                            heldout_blocks=2, gen_prefixes=2,
                             gen_new_tokens=6, curve_prefixes=2, infill_passages=2, infill_blocks=2, infill_block_len=48,
                             infill_span_min=3, infill_span_max=6, infill_examples=1, story_max_words=45, probe_source="silver",
                             probe_train_sentences=8, probe_test_sentences=6, probe_max_words=12, probe_steps=20,
@@ -156,14 +179,16 @@ SETTINGS = {
     # greedy generations, the costly part of an evaluation, every 20 steps give MAGNET's line 6 points.
     "cpu": MagnetSettings(seq_len=128, batch_size=4, phase1_steps=80, phase2_steps=20, lr=5e-4, train_blocks=2000,
                           span_min=4, span_max=32, sscl_batch_size=8, sscl_max_len=64, sscl_pool=2000,
-                          simcse_steps=20, eval_every=5, curve_every=20, checkpoint_every=20, gen_prefixes=50,
+                          simcse_steps=20, simcse_eval_every=10, eval_every=5, curve_every=20, checkpoint_every=20,
+                          gen_prefixes=50,
                           gen_new_tokens=128, gen_batch_size=200, curve_prefixes=8, infill_passages=40, infill_blocks=30,
                           infill_block_len=128, infill_examples=3, probe_source="silver", probe_train_sentences=200,
                           probe_test_sentences=250, probe_max_words=25, probe_classifier="logistic", sts=False,
                           ablation_runs=()),
     # SmolLM2-360M, wikitext-103, one Colab-class GPU.
     "gpu": MagnetSettings(seq_len=512, batch_size=16, grad_accum=2, phase1_steps=850, phase2_steps=200, lr=1e-4,
-                          train_blocks=100_000, sscl_batch_size=64, simcse_steps=200, eval_every=50,
+                          train_blocks=100_000, sscl_batch_size=64, simcse_steps=200, simcse_eval_every=100,
+                          eval_every=50,
                           checkpoint_every=50, gen_prefixes=200, gen_new_tokens=128, curve_prefixes=32,
                           infill_passages=500, infill_blocks=500, infill_block_len=256, probe_source="conll2003",
                           probe_train_sentences=14041, probe_test_sentences=3453, sts=True, sts_pairs=1379, gradient_checkpointing=True),

@@ -96,8 +96,8 @@ def test_a_larger_evaluation_finds_the_same_run_folder_and_its_finished_run(tmp_
     smoke, settings = profiles.get("smoke"), SETTINGS["smoke"]
     larger = dataclasses.replace(settings, probe_test_sentences=60, gen_prefixes=20, infill_passages=30,
                                  infill_blocks=30, probe_train_sentences=40, gen_batch_size=4)
-    assert store.run_dir_for("03_magnet_smoke", E.run_key(smoke, larger)) == \
-        store.run_dir_for("03_magnet_smoke", E.run_key(smoke, settings))
+    assert store.run_dir_for("03_magnet_smoke", E.run_folder_key(E.run_key(smoke, larger))) == \
+        store.run_dir_for("03_magnet_smoke", E.run_folder_key(E.run_key(smoke, settings)))
     # the run itself: trained under the small evaluation, found finished (not retrained) under the larger one
     blocks = torch.randint(10, 2000, (8, settings.seq_len), generator=torch.Generator().manual_seed(0))
     trained, written = {}, {}
@@ -113,8 +113,8 @@ def test_a_larger_evaluation_finds_the_same_run_folder_and_its_finished_run(tmp_
     losses = lambda records: [(r["step"], r["loss"]) for r in records if "loss" in r]
     assert losses(trained["larger"]) == losses(trained["small"]) and len(losses(trained["small"])) == 2
     # a size the run's own records rest on (its held-out MNTP blocks) still names another run
-    assert store.run_dir_for("03_magnet_smoke", E.run_key(smoke, dataclasses.replace(settings, heldout_blocks=4))) != \
-        store.run_dir_for("03_magnet_smoke", E.run_key(smoke, settings))
+    assert store.run_dir_for("03_magnet_smoke", E.run_folder_key(E.run_key(smoke, dataclasses.replace(
+        settings, heldout_blocks=4)))) != store.run_dir_for("03_magnet_smoke", E.run_folder_key(E.run_key(smoke, settings)))
 
 
 def test_joint_evaluation_scores_repetition_and_the_held_out_mntp_accuracy_on_fixed_batches(tiny):

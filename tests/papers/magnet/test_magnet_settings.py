@@ -14,10 +14,13 @@ def test_settings_cover_every_profile():
     assert profiles.settings_for("magnet", profiles.get("smoke")) is SETTINGS["smoke"]
 
 
-def test_settings_refuse_too_small_an_sscl_batch():
+def test_settings_refuse_too_small_an_sscl_batch_and_no_simcse_cadence():
     with pytest.raises(ValueError, match="sscl_batch_size=1"):
         MagnetSettings(seq_len=32, batch_size=2, phase1_steps=1, phase2_steps=1, lr=1e-3, train_blocks=4,
                        span_min=2, span_max=4, sscl_batch_size=1)
+    with pytest.raises(ValueError, match="simcse_eval_every=0"):
+        MagnetSettings(seq_len=32, batch_size=2, phase1_steps=1, phase2_steps=1, lr=1e-3, train_blocks=4,
+                       span_min=2, span_max=4, simcse_eval_every=0)
 
 
 def test_curve_every_must_keep_fig6s_first_and_last_points_on_evaluation_steps():
