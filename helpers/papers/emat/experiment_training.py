@@ -1,12 +1,14 @@
 """Training notebook 06's heads on the cached features (the masked LM never runs here): EMAT (§4.1), the GRU decoder
 with its language-model pre-training (§4.2) and naive MTC's length classifier (§5.2), each in its own run folder.
 
-A run folder is keyed by :class:`HeadRunKey`: the head's training settings (App. C, Table 8), the dataset, the masked
-LM (name, context size and a probe forward) and :data:`HEADS_VERSION`; a rerun resumes or reuses it, and anything
-that changes the features or the training starts a fresh one.
+A run folder is keyed by :class:`HeadRunKey`: the head's training settings (App. C, Table 8) without the runs'
+lengths, the dataset, the masked LM (name, context size and a probe forward) and :data:`HEADS_VERSION`; a rerun
+resumes or reuses it, a longer one extends it and a shorter one reads its prefix (``training.train``), and anything
+else that changes the features or the training starts a fresh one.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -29,11 +31,20 @@ from .settings import HeadTraining
 HEADS_VERSION = "mtc-heads-v5"  # part of every run key: a change to the heads starts fresh runs (v5: per-micro-batch RNG)
 
 
+# HeadTraining's run lengths. None keys a head's run folder: one folder holds a head's run whatever its length, which
+# ``training.train`` extends to a longer request or reads a shorter one's prefix from.
+RUN_LENGTHS = ("emat_epochs", "gru_epochs", "length_epochs", "gru_pretrain_steps")
+# The lengths of the runs a head starts from, which do key it: the GRU's MTC training starts from its pre-trained
+# weights, so another pre-training length is another starting point.
+STARTS_FROM = {"gru": ("gru_pretrain_steps",)}
+
+
 @dataclass(frozen=True)
 class HeadRunKey:
-    """Exactly what changes a trained head's numbers, beside which head it is (the run folder's name)."""
+    """Exactly what changes a trained head's numbers, beside which head it is (the run folder's name) and its length."""
 
-    training: HeadTraining
+    training: dict  # HeadTraining's fields but the run lengths (RUN_LENGTHS)
+    starts_from: dict  # the lengths of the runs the head starts from (STARTS_FROM): the GRU's pre-training steps
     dataset: str  # MTCDataset.key: the vocabulary and masked sentences
     model_name: str
     context_tokens: int
@@ -44,8 +55,13 @@ class HeadRunKey:
 
 def head_run(name: str, dataset: MTCDataset, mlm: MaskedLM, training_settings: HeadTraining, *,
              resume: bool = True) -> store.Run:
-    """``runs/06_<name>_<fingerprint>``: the run folder of one head (:func:`helpers.store.reuse_run`)."""
-    key = HeadRunKey(training_settings, dataset.key, mlm.name, mlm.context_tokens,
+    """``runs/06_<name>_<fingerprint>``: the run folder of one head (:func:`helpers.store.reuse_run`), keyed by
+    :class:`HeadRunKey`: ``training_settings`` without the run lengths, but with those of the runs ``name`` starts
+    from."""
+    fields = dataclasses.asdict(training_settings)
+    key = HeadRunKey({field: value for field, value in fields.items() if field not in RUN_LENGTHS},
+                     {field: fields[field] for field in STARTS_FROM.get(name, ())}, dataset.key, mlm.name,
+                     mlm.context_tokens,
                      tuple(round(value, 2) for value in model_probe(mlm)),
                      models.dtype_name(next(mlm.model.parameters()).dtype))
     return store.reuse_run(f"06_{name}", key, resume=resume)
@@ -57,7 +73,13 @@ def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evalu
     """Adam (``lr``), batches of ``batch_size`` over a fresh seeded permutation each epoch (App. C, Table 8), through
     ``training.train``: metrics per step and dev metrics every ``steps per epoch // evals_per_epoch`` steps (and at
     step 0 and the last step) in the run's ``metrics.jsonl``, a checkpoint per epoch, and a finished run is reused
-    rather than retrained."""
+    rather than retrained.
+
+    The length, ``epochs`` or ``steps``, reaches the loop as steps (``epochs`` x steps per epoch) and keys nothing:
+    the batches, the constant learning rate and every cadence count in steps and epochs from the start, never in the
+    length, so a longer request extends the finished run in ``run`` (N then 2N steps equal 2N at once, with an
+    evaluation at N besides when N is off the cadence) and a shorter one returns its records up to that length with
+    the weights kept there (``training.kept_lengths``: each finished request's)."""
     if (epochs is None) == (steps is None):
         raise ValueError(f"epochs={epochs!r}, steps={steps!r}: give exactly one of them")
     if epochs is not None:
@@ -78,10 +100,9 @@ def train_head(head: nn.Module, tensors: dict[str, torch.Tensor], loss_fn, evalu
 
     total = epochs * per_epoch if epochs is not None else whole_number(steps, "steps")
     whole_number(evals_per_epoch, "evals_per_epoch")
-    every = per_epoch if epochs is not None else total
     config = training.TrainConfig(steps=total, batch_size=batch_size, lr=training_settings.lr,
-                                  max_grad_norm=max_grad_norm, eval_every=max(1, every // evals_per_epoch),
-                                  checkpoint_every=every,
+                                  max_grad_norm=max_grad_norm, eval_every=max(1, per_epoch // evals_per_epoch),
+                                  checkpoint_every=per_epoch,
                                   seed=seed, extra={"examples": count, "steps per epoch": per_epoch})
     return training.train(head, batch_for=batch_for, loss_fn=loss_fn, config=config, run_dir=run.path,
                           evaluate=evaluate, resume=resume, progress=progress, settings=run.settings)
@@ -126,7 +147,9 @@ def pretrain_gru(gru: GRUDecoder, mlm: MaskedLM, dataset: MTCDataset, training_s
     """§4.2: *"it helps to pre-train the generative model on a vanilla Language Modeling task before starting MTC
     training"*. As the public ``lm_pretrain``: the GRU starts from a zero state with a zero context vector, reads
     a start token (our separator) and predicts the train sentences token by token (teacher forcing 1), for
-    ``gru_pretrain_steps`` batches. Returns the run's records ([] when the step count is 0)."""
+    ``gru_pretrain_steps`` batches, at Table 8's constant lr (the public ``lm_pretrain`` warms up from 1e-8 to 5e-4
+    and lowers it on a dev-loss plateau, a schedule the paper does not state). Its run folder holds no length: more
+    batches extend it, fewer read its prefix. Returns the run's records ([] when the step count is 0)."""
     if training_settings.gru_pretrain_steps == 0:
         return []
     sentences = sorted({example.sentence for example in dataset.examples["train"]})
@@ -147,6 +170,7 @@ def train_gru(mlm: MaskedLM, dataset: MTCDataset, encoded: dict[str, EncodedSpli
               training_settings: HeadTraining, *, resume: bool = True, progress: bool = True):
     """Pre-train the GRU decoder as a language model (:func:`pretrain_gru`), then train it on MTC with teacher
     forcing 0.5 (§4.2; Adam 1e-3, batch 128, 10 epochs, App. C; gradients clipped at 1 as the public code).
+    The MTC run's folder holds the pre-training's length (what it starts from), not its own epochs.
     Returns the decoder, the MTC run's records and the pre-training run's records."""
     torch.manual_seed(training_settings.seed)  # the GRU's own weights: the same in every rerun
     gru = build_gru(mlm, training_settings.gru_layers, training_settings.gru_dropout,

@@ -30,7 +30,9 @@ class HeadTraining:
     """Everything that changes a trained head (EMAT, the GRU decoder, the length classifier): App. C, Table 8.
 
     With the dataset, the masked LM and its context size, it keys each head's run folder
-    (:func:`helpers.papers.emat.experiment_training.head_run`).
+    (:func:`helpers.papers.emat.experiment_training.head_run`), all but the runs' lengths (the epochs and the
+    pre-training steps), so a longer run extends a finished one; the GRU's MTC run keeps the pre-training steps it
+    starts from.
     """
 
     batch_size: int = 128  # App. C, Table 8 (both methods)

@@ -1,10 +1,12 @@
-"""EMAT's head runs (seed 004): each head's run folder is keyed by exactly what changes its training."""
+"""EMAT's head runs (seed 004): each head's run folder is keyed by exactly what changes its training but its length,
+which a longer run extends and a shorter one reads the prefix of."""
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import metrics
 from helpers.papers.emat import experiment_training, settings
@@ -21,19 +23,28 @@ class _Dataset:
         return self.path.name
 
 
-def test_a_head_run_is_keyed_by_every_training_field_the_dataset_and_the_model(tiny_mlm, tmp_path, monkeypatch):
+def test_a_head_run_is_keyed_by_every_training_field_but_the_lengths_the_dataset_and_the_model(tiny_mlm, tmp_path,
+                                                                                                monkeypatch):
+    """Every HeadTraining field keys every head's folder but the run lengths (the epochs, the pre-training steps),
+    which key none: a longer run extends the folder. The one exception: the GRU's MTC run starts from the pre-trained
+    weights, so the pre-training's length keys it."""
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     dataset = _Dataset(tmp_path / "dataset-austen-abc")
     training = SETTINGS.training
     first = experiment_training.head_run("emat", dataset, tiny_mlm, training)
     assert first.path == experiment_training.head_run("emat", dataset, tiny_mlm, training).path  # a rerun finds it
     assert first.path.name.startswith("06_emat_") and first.path.parent.parent == tmp_path
-    assert first.settings["training"] == dataclasses.asdict(training) and first.settings["dataset"] == dataset.key
-    others = {experiment_training.head_run("emat", dataset, tiny_mlm,
-                                           dataclasses.replace(training, **{field.name: changed})).path
-              for field, changed in ((field, _changed(getattr(training, field.name)))
-                                     for field in dataclasses.fields(training))}
-    assert first.path not in others and len(others) == len(dataclasses.fields(training))
+    lengths = set(experiment_training.RUN_LENGTHS)
+    assert lengths == {"emat_epochs", "gru_epochs", "length_epochs", "gru_pretrain_steps"}
+    assert first.settings["training"] == {name: value for name, value in dataclasses.asdict(training).items()
+                                          if name not in lengths} and first.settings["dataset"] == dataset.key
+    for name in experiment_training.HEAD_RUNS:
+        folder = experiment_training.head_run(name, dataset, tiny_mlm, training).path
+        for field in dataclasses.fields(training):
+            changed = dataclasses.replace(training, **{field.name: _changed(getattr(training, field.name))})
+            keyed = field.name not in lengths or (name, field.name) == ("gru", "gru_pretrain_steps")
+            assert (experiment_training.head_run(name, dataset, tiny_mlm, changed).path != folder) == keyed, \
+                (name, field.name)
     assert experiment_training.head_run("emat", _Dataset(tmp_path / "dataset-austen-xyz"), tiny_mlm, training).path != first.path
     assert experiment_training.head_run("gru", dataset, tiny_mlm, training).path.name.startswith("06_gru_")
 
@@ -76,8 +87,6 @@ def test_plateau_with_two_evaluations_in_reach_is_exact_and_refuses_fewer():
 
 
 def test_length_hits_mark_each_sentence_whose_class_the_probe_gets_right(tiny_mlm):
-    import torch
-
     from helpers.papers.emat import experiment_data, mechanism
 
     classifier = mechanism.LengthClassifier(tiny_mlm.hidden_size)
@@ -92,8 +101,6 @@ def test_length_hits_mark_each_sentence_whose_class_the_probe_gets_right(tiny_ml
 
 
 def test_a_head_is_evaluated_evals_per_epoch_times_an_epoch_and_at_its_start_and_end(tiny_mlm, tmp_path, monkeypatch):
-    import torch
-
     monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
     training = dataclasses.replace(SETTINGS.training, batch_size=2)
     run = experiment_training.head_run("probe", _Dataset(tmp_path / "dataset-probe"), tiny_mlm, training)
@@ -120,7 +127,6 @@ def test_emat_learns_planted_phrases_and_new_rows_only_leave_the_token_rows_as_t
     apart. EMAT, trained by cross-entropy over the extended matrix through ``train_head``, must rank every phrase
     first, its dev a@1 curve must rise (``report.curve_rose``), and with only the new rows trained the token rows
     must stay the masked LM's own."""
-    import torch
     import torch.nn.functional as F
 
     from helpers.papers.emat import mechanism, report
@@ -156,3 +162,107 @@ def test_emat_learns_planted_phrases_and_new_rows_only_leave_the_token_rows_as_t
             torch.testing.assert_close(emat.token_matrix, token_rows)
         else:
             assert not torch.equal(emat.token_matrix, token_rows)  # all rows trained, as the public matrix_plugin
+
+
+# --------------------------------------------------------------------------- runs that extend
+
+
+@pytest.fixture(scope="module")
+def planted(tiny_mlm, tmp_path_factory):
+    """A hand-made MTC dataset (five phrases in four sentence frames, the last frame the dev split), encoded and
+    featurised by the tiny Llama: 15 train examples, so 4 steps an epoch at batch 4."""
+    from helpers.papers.emat import experiment_data
+
+    phrases = ["Mr. Darcy", "Mr. Bennet", "Netherfield Park", "Lady Catherine", "Jane"]
+    frames = ["It was {} who spoke first.", "She walked with {} to Meryton.", "Nobody expected {} that evening.",
+              "Then {} left the house."]
+    examples = {split: [] for split in experiment_data.MTC_SPLITS}
+    for index, frame in enumerate(frames):
+        split = "validation" if index == len(frames) - 1 else "train"
+        for phrase in phrases:
+            sentence = frame.format(phrase)
+            start = sentence.index(phrase)
+            examples[split].append(experiment_data.MaskedExample(sentence, start, start + len(phrase), split))
+    dataset = experiment_data.MTCDataset(phrases, [], examples, {}, tmp_path_factory.mktemp("dataset-planted"))
+    encoded = experiment_data.encode_splits(tiny_mlm, dataset)
+    features = {split: experiment_data.compute_features(tiny_mlm, encoded[split], 8, progress=False)
+                for split in ("train", "validation")}
+    training = dataclasses.replace(SETTINGS.training, batch_size=4, emat_evals_per_epoch=2, gru_evals_per_epoch=2,
+                                   gru_pretrain_steps=2, gru_pretrain_tokens=6)
+    return dataset, encoded, features, training
+
+
+def _trainable(model) -> dict:
+    return {name: weight.detach().clone() for name, weight in model.named_parameters() if weight.requires_grad}
+
+
+def _assert_same_weights(first: dict, second: dict) -> None:
+    assert first.keys() == second.keys() and first
+    for name, weight in first.items():
+        assert torch.equal(weight, second[name]), name
+
+
+def test_emat_extended_from_one_epoch_to_two_equals_two_at_once_and_one_epoch_reads_the_prefix(tiny_mlm, planted,
+                                                                                                tmp_path, monkeypatch):
+    """§4.1's EMAT (the whole extended matrix trained): its run folder holds no length, so asking a finished 1-epoch
+    run for 2 epochs continues it, loss for loss, dev a@1 and a@10 for each evaluation and in the trained matrix, to
+    the bit of a 2-epoch run trained at once; asking for 1 epoch again returns the first epoch's records and the
+    matrix kept after it, training nothing."""
+    from helpers import training
+
+    dataset, encoded, features, heads = planted
+
+    def run(root, epochs):
+        monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path / root))
+        emat, records = experiment_training.train_emat(tiny_mlm, dataset, encoded, features,
+                                                       dataclasses.replace(heads, emat_epochs=epochs),
+                                                       progress=False)
+        return _trainable(emat), records
+
+    one, first = run("extended", 1)
+    two, records = run("extended", 2)
+    straight, straight_records = run("straight", 2)
+    assert records == straight_records and [record for record in records if record["step"] <= 4] == first
+    assert sum("loss" in record for record in records) == 8  # each of the 2 x 4 steps once
+    assert [record["step"] for record in records if "dev a@1" in record] == [0, 2, 4, 6, 8]
+    _assert_same_weights(two, straight)
+    assert any(not torch.equal(one[name], two[name]) for name in one)  # the second epoch trained the matrix further
+    folders = list((tmp_path / "extended" / "runs").glob("06_emat_*"))
+    assert len(folders) == 1 and training.kept_lengths(folders[0]) == [4, 8]  # one folder, both lengths kept
+    again, prefix = run("extended", 1)
+    assert prefix == first
+    _assert_same_weights(again, one)
+
+
+def test_the_gru_and_its_pretraining_extend_and_a_shorter_request_reads_the_prefix(tiny_mlm, planted, tmp_path,
+                                                                                   monkeypatch):
+    """§4.2's GRU decoder (dropout and teacher forcing 0.5 draw at every step): its MTC run extended from 1 epoch to
+    2 equals 2 at once (every loss, every dev loss and a@1, the trained weights); its language-model pre-training
+    extended from 2 batches to 4 equals 4 at once, and the MTC run that starts from it is another run, equal to its
+    straight twin; asking for the first lengths again reads both prefixes."""
+    dataset, encoded, features, heads = planted
+
+    def run(root, **lengths):
+        monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path / root))
+        gru, records, pretraining = experiment_training.train_gru(tiny_mlm, dataset, encoded, features,
+                                                                  dataclasses.replace(heads, **lengths),
+                                                                  progress=False)
+        return _trainable(gru), records, pretraining
+
+    one, first, pretrained = run("extended", gru_epochs=1)
+    two, records, pretraining = run("extended", gru_epochs=2)
+    straight, straight_records, straight_pretraining = run("straight", gru_epochs=2)
+    assert records == straight_records and [record for record in records if record["step"] <= 4] == first
+    assert pretraining == straight_pretraining == pretrained  # the pre-training ran once, and is reused
+    assert [record["step"] for record in records if "dev loss" in record] == [0, 2, 4, 6, 8]
+    _assert_same_weights(two, straight)
+
+    longer, longer_records, longer_pretraining = run("extended", gru_epochs=1, gru_pretrain_steps=4)
+    twin, twin_records, twin_pretraining = run("straight-pretraining", gru_epochs=1, gru_pretrain_steps=4)
+    assert longer_pretraining == twin_pretraining and [r for r in longer_pretraining if r["step"] <= 2] == pretrained
+    assert longer_records == twin_records and longer_records != first  # another start: another MTC run
+    _assert_same_weights(longer, twin)
+
+    again, prefix, pretraining_prefix = run("extended", gru_epochs=1)
+    assert prefix == first and pretraining_prefix == pretrained
+    _assert_same_weights(again, one)
