@@ -13,7 +13,8 @@ cache); DiffuLLaMA/DiffuGPT keep the AR shift when they adapt a causal model, as
 - :mod:`.judge`: the judges against the human continuations (MAUVE for samplers, the bound for models);
 - :mod:`.settings`: the sizes per profile;
 - :mod:`.experiment`: the sampler rows, the block cache's timing, the mask's proof on the model; the fine-tune (run
-  folder keyed by :class:`FineTuneKey`) and the likelihood study in :mod:`.experiment_fine_tune`;
+  folder keyed by :class:`FineTuneKey` without the length: a longer request extends it) and the likelihood study in
+  :mod:`.experiment_fine_tune`;
 - :mod:`.declarations`: the papers' numbers and the notebook's claims, declared once (``CLAIMS``);
 - :mod:`.report`: the tables, the sentences and :func:`claims` (the rows);
 - :mod:`.figures`: the masks, the commit maps and their widget, the sampler bars, the steps and the likelihood.

@@ -13,7 +13,7 @@ on the real model, and a short diffusion fine-tune of notebook 02's MNTP adapter
 - **Mask proof** (:func:`reachability_proof`): a changed token moves hidden states exactly where the block-causal
   mask's reachability says, layer by layer, on the notebook's own model.
 - **Fine-tune** (:mod:`.experiment_fine_tune`, read here): a LoRA on notebook 02's merged MNTP adapter trained with
-  LLaDA's Eq. 3 (:func:`.mechanism.diffusion_loss`), its run folder keyed by :class:`FineTuneKey`;
+  LLaDA's Eq. 3 (:func:`.mechanism.diffusion_loss`), its run folder keyed by :class:`FineTuneKey` without the length;
   :func:`likelihood_study` scores both adapters' bound (LLaDA Eq. 6), their block-size-1 NLL (BD3-LM §4.1) and
   accuracy by mask ratio, and :func:`row_hits` their masked-token accuracy on notebook 02's held-out batches.
 

@@ -1,11 +1,12 @@
 """Notebook 07's fine-tune and likelihood study: a LoRA on notebook 02's merged MNTP adapter trained with LLaDA's Eq. 3
-(:func:`.mechanism.diffusion_loss`), its run folder keyed by :class:`FineTuneKey` (:func:`fine_tune`); both adapters'
-bound (LLaDA Eq. 6), their block-size-1 NLL (BD3-LM §4.1) and accuracy by mask ratio (:func:`likelihood_study`), and
-their masked-token accuracy on notebook 02's held-out batches (:func:`row_hits`). Read through :mod:`.experiment`,
-which re-exports it."""
+(:func:`.mechanism.diffusion_loss`), its run folder keyed by :class:`FineTuneKey` without the length, so that a longer
+request extends the run (:func:`fine_tune`); both adapters' bound (LLaDA Eq. 6), their block-size-1 NLL (BD3-LM §4.1)
+and accuracy by mask ratio (:func:`likelihood_study`), and their masked-token accuracy on notebook 02's held-out
+batches (:func:`row_hits`). Read through :mod:`.experiment`, which re-exports it."""
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -13,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ... import adapters, attention, data, metrics, mntp_adapter, models, store, training
+from ... import attention, data, metrics, mntp_adapter, models, store, training
 from ... import masks as M
 from ... import objectives as O
 from ...masked_lm import MaskedLM, MNTPDecoder
@@ -22,7 +23,9 @@ from . import mechanism
 from .settings import DiffusionSettings
 
 FINE_TUNE_RUN = "07_diffusion_fine_tune"
-FINE_TUNE_VERSION = 2  # bump when the fine-tune's recipe changes what its run folder holds (2: held-out evaluations)
+# bump when the fine-tune's recipe changes what its run folder holds (2: held-out evaluations; 3: one run of any length,
+# extended by a longer request, its adapter kept at each requested length)
+FINE_TUNE_VERSION = 3
 FINE_TUNE_HELDOUT_KEY = "eval_diffusion_loss"  # the fine-tune's held-out LLaDA Eq. 3 loss, logged at every evaluation
 HELDOUT_MASK_SEED = 0  # the held-out masks are drawn once, the same for every evaluation, seed and profile
 
@@ -31,12 +34,16 @@ HELDOUT_MASK_SEED = 0  # the held-out masks are drawn once, the same for every e
 
 @dataclass(frozen=True)
 class FineTuneKey:
-    """Exactly what changes the diffusion fine-tune: its run folder (``store.reuse_run``) is keyed by it."""
+    """Exactly what changes the diffusion fine-tune. Its run folder (``store.reuse_run``) is keyed by it without the
+    length (``steps`` keys nothing, as ``training.TrainConfig.steps``): the folder holds one run whatever its length,
+    which a longer request extends and a shorter one reads the prefix of (``training.train``'s "Extending"). What a
+    request's adapter gives (its samples, bounds, accuracies, the ledger's rows) is keyed by :attr:`adapter_key`,
+    which holds the length."""
 
     profile: str  # the profile's decoder and dtype
     parent: str  # fingerprint of notebook 02's MNTP adapter settings (the weights it continues from)
     corpus: str
-    steps: int
+    steps: int = field(metadata={"key": False})  # the run's length: a longer request extends the same run folder
     batch_size: int
     seq_len: int
     lr: float
@@ -59,12 +66,18 @@ class FineTuneKey:
                    lora=training.lora_settings(profile), seed=settings.seed, dtype=models.weight_dtype_name(profile),
                    eval_every=settings.fine_tune_eval_every, eval_blocks=settings.fine_tune_eval_blocks)
 
+    @property
+    def adapter_key(self) -> dict:
+        """What keys one request's fine-tuned adapter, and whatever is computed from it: the run folder's key and the
+        length (the folder's key leaves it out; the adapter after N steps is not the one after 2N)."""
+        return {"run": store.canonical_settings(self), "steps": self.steps}
+
 
 @dataclass
 class FineTuned:
-    """The fine-tuned masked LM (merged), the run's training records (one per step, its loss), its held-out
-    evaluations (:data:`FINE_TUNE_HELDOUT_KEY` at step 0, every ``fine_tune_eval_every`` steps and the last) and
-    where they are."""
+    """The fine-tuned masked LM (merged), the run's training records up to the requested length (one per step, its
+    loss), its held-out evaluations up to it (:data:`FINE_TUNE_HELDOUT_KEY` at step 0, every ``fine_tune_eval_every``
+    steps and at the end of every request so far) and where they are."""
 
     backend: MNTPDecoder
     records: list[dict]
@@ -119,42 +132,43 @@ def fine_tune(backend: MNTPDecoder, profile, settings: DiffusionSettings, *, pro
     """Continue notebook 02's MNTP adapter (merged into ``backend.model``) with a fresh LoRA trained on LLaDA's Eq. 3
     (:func:`.mechanism.diffusion_batch`, :func:`.mechanism.diffusion_loss`; the shift kept) for
     ``settings.fine_tune_steps`` steps of the shared loop (``training.train``), same LoRA and cpu learning rate as
-    notebook 02. A finished run is reloaded from its folder instead of retrained. ``corruption="uniform"`` corrupts
-    with uniformly random tokens instead of the mask token (:func:`.mechanism.diffusion_batch`), in training and in the
-    held-out loss, in a run folder of its own; everything else (seed, steps, LoRA, batches, positions) is the same."""
+    notebook 02. ``corruption="uniform"`` corrupts with uniformly random tokens instead of the mask token
+    (:func:`.mechanism.diffusion_batch`), in training and in the held-out loss, in a run folder of its own; everything
+    else (seed, steps, LoRA, batches, positions) is the same.
+
+    The run folder is keyed without the length and holds no schedule or cadence that depends on it (constant rate,
+    evaluations every ``fine_tune_eval_every`` steps and at each request's end), so ``training.train`` decides what a
+    request trains: a finished length is reloaded (its checkpoint or the adapter kept at it, no corpus read), a longer
+    one continues from the checkpoint (N then 2N steps equal 2N at once), a shorter one returns the records up to its
+    length with the adapter kept there."""
     mechanism._choice(corruption, "corruption", mechanism.CORRUPTIONS)
     key = FineTuneKey.of(profile, settings)
     run = store.reuse_run(FINE_TUNE_RUN if corruption == "mask" else f"{FINE_TUNE_RUN}_{corruption}", key)
     noise = dict(corruption=corruption, vocab_size=mechanism.noise_vocabulary(backend))
-    adapter = run.path / "adapter"
-    model = copy.deepcopy(backend.model)
-    if run.finished() is not None and adapters.adapter_exists(adapter):
-        tuned, records = adapters.load_adapter(model, adapter, expected=store.canonical_settings(key)), \
-            training.read_metrics(run.path)
-    else:
-        tokenizer = backend.tokenizer
-        blocks = data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
-                                   settings.fine_tune_seq_len, max_blocks=settings.fine_tune_blocks)
-        tuned = training.add_lora(model, key.lora, seed=settings.seed)
-        device = backend.device
+    tokenizer, device = backend.tokenizer, backend.device
+    tuned = training.add_lora(copy.deepcopy(backend.model), key.lora, seed=settings.seed)
 
-        def batch_for(step: int, micro: int) -> dict:
-            generator = seeded_generator(settings.seed, step, micro)
-            rows = blocks[torch.randint(len(blocks), (settings.fine_tune_batch,), generator=generator)]
-            batch = mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
-                                              special_ids=tokenizer.all_special_ids, generator=generator, **noise)
-            return O.to_device(batch, device)
+    @functools.cache
+    def train_blocks() -> torch.Tensor:  # read at the first step trained: a reloaded length reads no corpus
+        return data.token_blocks(tokenizer, (p.text for p in data.load_paragraphs(profile.corpus, "train")),
+                                 settings.fine_tune_seq_len, max_blocks=settings.fine_tune_blocks)
 
-        heldout = heldout_diffusion_batches(backend, profile, settings, corruption=corruption)
-        config = training.TrainConfig(steps=settings.fine_tune_steps, batch_size=settings.fine_tune_batch,
-                                      lr=settings.fine_tune_lr, eval_every=settings.fine_tune_eval_every,
-                                      seed=settings.seed)
-        records = training.train(tuned, batch_for=batch_for, loss_fn=mechanism.diffusion_loss, config=config,
-                                 run_dir=run.path, settings={"key": key}, progress=progress,
-                                 evaluate=lambda model: {FINE_TUNE_HELDOUT_KEY: heldout_diffusion_loss(model, heldout)})
-        adapters.save_adapter(tuned, adapter, store.canonical_settings(key))
-        run.finish({"steps": settings.fine_tune_steps,
-                    "last_loss": [record for record in records if "loss" in record][-1]["loss"]})
+    @functools.cache
+    def heldout() -> list[dict]:  # built at the first evaluation
+        return heldout_diffusion_batches(backend, profile, settings, corruption=corruption)
+
+    def batch_for(step: int, micro: int) -> dict:
+        blocks, generator = train_blocks(), seeded_generator(settings.seed, step, micro)
+        rows = blocks[torch.randint(len(blocks), (settings.fine_tune_batch,), generator=generator)]
+        batch = mechanism.diffusion_batch(rows, torch.ones_like(rows), mask_id=backend.mask_id,
+                                          special_ids=tokenizer.all_special_ids, generator=generator, **noise)
+        return O.to_device(batch, device)
+
+    config = training.TrainConfig(steps=settings.fine_tune_steps, batch_size=settings.fine_tune_batch,
+                                  lr=settings.fine_tune_lr, eval_every=settings.fine_tune_eval_every, seed=settings.seed)
+    records = training.train(tuned, batch_for=batch_for, loss_fn=mechanism.diffusion_loss, config=config,
+                             run_dir=run.path, settings={"key": key}, progress=progress,
+                             evaluate=lambda model: {FINE_TUNE_HELDOUT_KEY: heldout_diffusion_loss(model, heldout())})
     merged = tuned.merge_and_unload().eval().requires_grad_(False)
     label = "diffusion fine-tune" if corruption == "mask" else f"{corruption}-corruption diffusion fine-tune"
     return FineTuned(MNTPDecoder(merged, backend.tokenizer, backend.mask_id, name=f"{backend.name} + {label}"),

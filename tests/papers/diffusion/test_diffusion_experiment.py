@@ -176,8 +176,8 @@ def test_the_fine_tune_trains_once_and_is_reloaded_from_its_run_folder(tmp_path,
     assert len(training.read_metrics(again.path)) == SMOKE.fine_tune_steps + len(evaluated)
     for a, b in zip(tuned.backend.model.parameters(), again.backend.model.parameters()):
         torch.testing.assert_close(a, b)
-    other = experiment.FineTuneKey.of(profile, replace(SMOKE, fine_tune_steps=3))
-    assert store.run_dir_for(experiment.FINE_TUNE_RUN, other) != tuned.path
+    other = experiment.FineTuneKey.of(profile, replace(SMOKE, fine_tune_lr=1e-3))
+    assert store.run_dir_for(experiment.FINE_TUNE_RUN, other) != tuned.path  # another rate, another folder
     assert experiment.FineTuneKey.of(profile, replace(SMOKE, num_prompts=9)) == tuned.key  # sampling sizes do not key it
 
 
