@@ -240,6 +240,7 @@ def build_cases(names, inputs, profile, scratch: Path, steps: int):
         yield C.masked_lm_case(inputs, "mtp", scratch, steps)
     if "magnet" in names:
         yield C.magnet_case(profile, scratch, steps)
+        yield C.llm2vec_case(profile, scratch, steps)
     if "diffusion" in names:
         yield C.diffusion_case(profile, scratch, steps)
     if "sr" in names:

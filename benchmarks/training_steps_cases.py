@@ -1,8 +1,8 @@
 """The training steps ``benchmarks/training_steps.py`` times, each built by the notebook's own driver.
 
 Every notebook trains through ``helpers.training.train``. :func:`capture` runs a notebook's driver (notebook 02's
-``run_objective``, notebook 03's ``train_magnet``, notebook 04's ``train_tagger``, notebook 06's ``train_emat`` and
-``train_gru``, notebook 07's ``fine_tune``) at the profile's settings until it hands ``train`` its run, and keeps what
+``run_objective``, notebook 03's ``train_magnet`` and ``train_llm2vec_style``, notebook 04's ``train_tagger``, notebook 06's ``train_emat`` (both
+heads), ``train_length_classifier`` and ``train_gru``, notebook 07's ``fine_tune``) at the profile's settings until it hands ``train`` its run, and keeps what
 it handed over (model, ``batch_for``, ``loss_fn``, config, evaluator) without training. :class:`Loop` then runs that
 run's steps with ``train``'s own pieces: the optimizer and accelerator of ``training._prepare``, one step of
 ``training._step`` (the batch, bf16 autocast where the weights are bf16, backward, clipping, AdamW) and one held-out
@@ -247,6 +247,34 @@ def magnet_case(profile, scratch: Path, steps: int) -> Case:
     return Case("MAGNET (notebook 03)", loop, rows, evaluations)
 
 
+def llm2vec_case(profile, scratch: Path, steps: int) -> Case:
+    """Notebook 03's LLM2Vec-style baseline (``train_llm2vec_style``): SSCL alone, λ = (0, 1, 0), on a fresh LoRA over
+    the merged MNTP adapter, here over the base weights (same shapes, same cost; see the module's departures).
+    Table 6's ablation runs are not timed: the cpu profile asks for none (they score STS-B only)."""
+    from unittest import mock
+
+    from helpers.papers.magnet import experiment as E
+
+    settings = memory.fit_training("03", profile, profiles.settings_for("magnet", profile))
+    base, tokenizer = models.load_model(profile.model_name)
+    views = E.joint_data(profile, settings, tokenizer)
+    _, evaluate = E.joint_evaluation(profile, settings, tokenizer)
+    with mock.patch.object(E.MNTP, "load_or_train_mntp", lambda profile, progress=True: (base, tokenizer, None)):
+        run, = capture(lambda: E.train_llm2vec_style(tokenizer, profile, settings, views, evaluate=evaluate,
+                                                     progress=False))
+    loop = Loop(run, scratch / "eval_llm2vec")
+    model = loop.model
+
+    def count(batch: dict) -> tuple[int, float]:
+        lengths = [length for name in ("anchors", "positives") for length in batch[name]["padding_mask"].sum(-1).tolist()]
+        head = linear_flops(model.sscl_head, 2 * len(batch["anchors"]["input_ids"]), backward=True)
+        return int(sum(lengths)), decoder_flops(model, lengths, 0, lm_head=False) + head
+
+    name = "LLM2Vec-style SimCSE stage (notebook 03)"
+    return Case(name, loop, [Row(name, _steps(0, steps), count, run_steps=settings.simcse_steps)],
+                _evaluations(loop, "LLM2Vec-style held-out MNTP accuracy"))
+
+
 # --------------------------------------------------------------------------- notebook 04
 
 def tagger_cases(profile, scratch: Path, steps: int):
@@ -311,6 +339,30 @@ def emat_cases(profile, scratch: Path, steps: int):
     name = f"EMAT head ({size})"
     yield Case(name, loop, [Row(name, _full_steps(loop, steps, heads.batch_size), emat_count, "examples",
                                 run_steps=loop.config.steps)], _evaluations(loop, "EMAT dev a@1 and a@10"))
+
+    run, = capture(lambda: E.train_emat(mlm, dataset, encoded, features, heads, train_token_rows=False,
+                                        progress=False))
+    loop = Loop(run, scratch / "eval_emat_new_rows")
+    new_rows = loop.model
+
+    def new_rows_count(batch: dict) -> tuple[int, float]:
+        rows = len(batch["hidden"])
+        return rows, tensor_flops([new_rows.token_matrix, new_rows.phrase_matrix], rows, input_grad=False)
+
+    name = "EMAT head, new rows only"
+    yield Case(name, loop, [Row(name, _full_steps(loop, steps, heads.batch_size), new_rows_count, "examples",
+                                run_steps=loop.config.steps)], _evaluations(loop, "EMAT (new rows) dev a@1 and a@10"))
+
+    run, = capture(lambda: E.train_length_classifier(mlm, dataset, encoded, features, heads, progress=False))
+    loop = Loop(run, scratch / "eval_length")
+    classifier = loop.model
+
+    def length_count(batch: dict) -> tuple[int, float]:
+        return len(batch["hidden"]), tensor_flops([classifier.linear.weight], len(batch["hidden"]), input_grad=False)
+
+    name = "naive MTC length classifier"
+    yield Case(name, loop, [Row(name, _full_steps(loop, steps, heads.batch_size), length_count, "examples",
+                                run_steps=loop.config.steps)], _evaluations(loop, "length classifier dev accuracy"))
 
     runs = capture(lambda: E.train_gru(mlm, dataset, encoded, features, heads, progress=False),
                    calls=2 if heads.gru_pretrain_steps else 1)

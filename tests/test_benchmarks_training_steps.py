@@ -17,7 +17,8 @@ from helpers import attention, masks as M, models, training
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_ROWS = ("MNTP (notebook 02)", "MTP (notebook 02)", "MAGNET phase 1: MNTP + MSG", "MAGNET phase 2: + SSCL",
-             "diffusion fine-tune (notebook 07)", "SR tagger r=0", "SR tagger r=1", "SR tagger r=2", "EMAT head",
+             "LLM2Vec-style SimCSE stage", "diffusion fine-tune (notebook 07)", "SR tagger r=0", "SR tagger r=1",
+             "SR tagger r=2", "EMAT head (", "EMAT head, new rows only", "naive MTC length classifier",
              "GRU language-model pre-training", "GRU decoder (MTC)")
 
 
@@ -100,7 +101,8 @@ def test_the_benchmark_times_every_training_step_at_smoke_sizes(tmp_path):
         assert row["tokens_per_s"] > 0 and row["gflop_per_step"] > 0, row
         assert 0 < row["share_of_limit"] < 1.5, row
     runs = [evaluation["run"] for evaluation in report["evaluations"]]
-    for expected in ("MNTP", "MTP", "MAGNET", "diffusion", "SR tagger r=1", "EMAT head", "GRU decoder"):
+    for expected in ("MNTP", "MTP", "MAGNET", "LLM2Vec-style", "diffusion", "SR tagger r=1", "EMAT head (",
+                     "EMAT head, new rows", "naive MTC length", "GRU decoder"):
         assert any(run.startswith(expected) for run in runs), (expected, runs)
     assert all(0 < evaluation["share"] < 1 for evaluation in report["evaluations"])
     variants = {row["name"]: row for row in report["variants"]}
