@@ -1,8 +1,9 @@
 """§3.3-§3.5 token labelling for notebook 04: build, fine-tune, score and reload SR taggers and their baselines.
 
 Each run (task, strategy, seed) lives in ``runs/<prefix>_<task>_<strategy>_s<seed>_<fingerprint>``, keyed by a
-:class:`TaggerRunKey` through :func:`helpers.store.reuse_run`: the training settings, the strategy, the seed, the
-model and the data's fingerprint, exactly what changes a trained tagger.
+:class:`TaggerRunKey` through :func:`helpers.store.reuse_run`: the training settings but their length, the strategy,
+the seed, the model and the data's fingerprint, exactly what changes a trained tagger. One folder holds a tagger's
+run whatever its length: a longer request extends it, a shorter one reads its prefix (:func:`train_tagger`).
 """
 from __future__ import annotations
 
@@ -17,14 +18,12 @@ from typing import Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ... import attention, distributed, metrics, models, schedules, store, training
-from ...device import resolve_four_bit
+from ... import attention, distributed, metrics, models, store, training
+from ...device import resolve_four_bit, training_mixed_precision
 from ...seeds import EPOCH_ORDER_MULTIPLIER, seeded_generator
 from .experiment_data import EncodedSentence, TaggingData, collate, encode_words
 from .mechanism import PAPER_DEPTH, Strategy, TokenTagger, scaled_exit_layer, truncate_layers
 from .settings import RepetitionSettings, TaggerTraining
-
-BEST_FILE = "best.pt"
 
 
 def _half_compute(body) -> None:
@@ -58,10 +57,19 @@ def build_tagger(model_name: str, num_labels: int, strategy: Strategy, settings:
     return tagger, tokenizer
 
 
+def _training_autocast(tagger: TokenTagger):
+    """The autocast the loop's validation evaluations run under (accelerate's, for training's mixed precision: its
+    prepared model keeps it), so a tagger read back from its weights scores as one just trained does."""
+    mixed = training_mixed_precision(tagger)
+    return torch.autocast(tagger.head.weight.device.type, dtype=torch.float16 if mixed == "fp16" else torch.bfloat16,
+                          enabled=mixed != "no")
+
+
 @torch.no_grad()
 def predict_tags(tagger: TokenTagger, sentences: Sequence[EncodedSentence], labels: Sequence[str], pad_id: int,
                  batch_size: int = 16) -> list[list[str]]:
-    """The argmax tag of each word, read at its first sub-token."""
+    """The argmax tag of each word, read at its first sub-token, in training's precision (:func:`_training_autocast`:
+    the same predictions whether the tagger was just trained or read back)."""
     was_training = tagger.training
     tagger.eval()
     device = tagger.head.weight.device
@@ -71,7 +79,8 @@ def predict_tags(tagger: TokenTagger, sentences: Sequence[EncodedSentence], labe
         chosen = order[start:start + batch_size]
         chunk = [sentences[i] for i in chosen]
         batch = collate(chunk, labels, pad_id)
-        logits = tagger(batch["input_ids"].to(device), batch["padding_mask"].to(device))["logits"]
+        with _training_autocast(tagger):
+            logits = tagger(batch["input_ids"].to(device), batch["padding_mask"].to(device))["logits"]
         best = logits.argmax(-1).cpu()
         for row, (index, sentence) in enumerate(zip(chosen, chunk)):
             predictions[index] = [labels[int(best[row, position])] for position in sentence.word_starts]
@@ -104,11 +113,18 @@ def _epoch_order(seed: int, epoch: int, size: int) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- one tagger's run
 
+def run_folder_training(recipe: TaggerTraining) -> dict:
+    """``recipe`` as it keys a tagger's run folder: every field but the length, so one folder holds the run whatever
+    its length (:func:`train_tagger` extends it or reads its prefix)."""
+    return {name: value for name, value in store.canonical_settings(recipe).items() if name != "steps"}
+
+
 @dataclass(frozen=True)
 class TaggerRunKey:
-    """Exactly what changes a trained tagger: how it trains, the strategy, the seed, the model and the data."""
+    """Exactly what changes a trained tagger: how it trains (but for how long), the strategy, the seed, the model and
+    the data."""
 
-    training: TaggerTraining
+    training: dict  # run_folder_training(settings.training)
     strategy: Strategy
     seed: int
     model: str
@@ -120,38 +136,85 @@ class TaggerRunKey:
 def tagger_run(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
                run_prefix: str, resume: bool = True) -> store.Run:
     """The run folder of one (task, strategy, seed): ``runs/<run_prefix>_<task>_<strategy>_s<seed>_<fingerprint>``."""
-    key = TaggerRunKey(settings.training, strategy, seed, model_name, tagging.fingerprint(), models.weight_dtype_name())
+    key = TaggerRunKey(run_folder_training(settings.training), strategy, seed, model_name, tagging.fingerprint(),
+                       models.weight_dtype_name())
     return store.reuse_run(f"{run_prefix}_{tagging.task}_{strategy.slug}_s{seed}", key, resume=resume)
+
+
+BEST_PREFIX = "best-at-step-"  # the weights of an evaluation that beat every earlier one
+RESULT_PREFIX = "result-at-"  # the result of a request, by its length
+
+
+def _best_path(run_dir, step: int) -> Path:
+    return Path(run_dir) / f"{BEST_PREFIX}{int(step)}.pt"
+
+
+def _result_path(run_dir, steps: int) -> Path:
+    return Path(run_dir) / f"{RESULT_PREFIX}{int(steps)}.json"
+
+
+def _lengths(run_dir, prefix: str) -> list[int]:
+    """The steps named by the files ``<prefix><steps>.*`` of a run folder."""
+    return sorted(int(path.name[len(prefix):].split(".")[0]) for path in Path(run_dir).glob(f"{prefix}*"))
+
+
+def finished_result(run: store.Run, steps: int) -> dict | None:
+    """The result a request of ``steps`` steps stored in ``run`` (:func:`train_tagger`), or None before one did."""
+    path = _result_path(run.path, steps)
+    return store.read_json(path, f"Delete {path} to score this tagger again.") if path.exists() else None
+
+
+def validation_curve(records: Sequence[dict], steps: int) -> list[tuple[int, float]]:
+    """A run's (step, validation F1) evaluations up to ``steps``."""
+    return [(r["step"], r["validation_f1"]) for r in records if "validation_f1" in r and r["step"] <= steps]
+
+
+def best_step(curve: Sequence[tuple[int, float]]) -> int:
+    """The first step of the highest validation F1: the weights a request keeps (§3.3: "the best-performing weights
+    were selected based on the highest micro F1 score on the validation set")."""
+    return max(curve, key=lambda item: item[1])[0]
+
+
+def _drop_unreachable_best(run_dir: Path) -> None:
+    """Delete the best weights no request can ask for again: a length already requested reads its own best step's
+    (``result-at-`` files, ``training.kept_lengths``), a longer one continues from the furthest step's best."""
+    records = training.read_metrics(run_dir)
+    lengths = {*_lengths(run_dir, RESULT_PREFIX), *training.kept_lengths(run_dir), records[-1]["step"]}
+    needed = {best_step(curve) for curve in (validation_curve(records, length) for length in lengths) if curve}
+    for step in _lengths(run_dir, BEST_PREFIX):
+        if step not in needed:
+            _best_path(run_dir, step).unlink(missing_ok=True)  # every process of a launch prunes
 
 
 def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionSettings, *, model_name: str, seed: int,
                  run: store.Run, resume: bool = True, progress: bool = True) -> dict:
-    """Fine-tune one tagger (§3.3) and score it: the best validation F1 over evaluations, and test F1 there.
+    """Fine-tune one tagger (§3.3) for ``settings.training.steps`` steps and score it: the best validation F1 over
+    the evaluations up to there, and test F1 with those weights.
 
     Batches walk through shuffled epochs of the training split as a pure function of (seed, step), so an
-    interrupted run resumes exactly (``training.train``). A finished ``run`` (:func:`tagger_run`) is read back
-    instead of retrained; one scored on another test split (the run key holds no test data) is scored again from its
-    best validation step's weights, without training.
+    interrupted run resumes exactly, and a longer request continues a finished run (the run key holds no length, the
+    schedule none either): N then 2N steps train what 2N at once does, evaluation for evaluation (N on the
+    ``eval_every`` cadence: every request also evaluates at its end), and pick the same weights (``training.train``).
+    Every evaluation that beats the earlier ones keeps its weights, so each request finds the best of its own prefix.
+    A length requested before, shorter than the run has since trained or not, is read back (``result-at-<steps>.json``:
+    its evaluations and best weights) instead of retrained; one scored on another test split (the run key holds no
+    test data) is scored again from its best weights, without training.
     """
     recipe = settings.training
-    best_path = run.path / BEST_FILE
     fix = f"Delete {run.path} to train this tagger again."
-    finished = run.finished()
-    if finished is not None and finished.get("test_data") == tagging.test_fingerprint():
-        return finished
-    if finished is not None:
-        tagger, _ = build_tagger(model_name, len(tagging.labels), strategy, recipe, seed=seed)
-        _load_trainable_state(tagger, store.load_torch(best_path, fix)["state"])
-        result = {**finished, **_test_scores(tagger, tagging, recipe)}
-        run.finish(result)
-        return result
+    stored = finished_result(run, recipe.steps)
+    if stored is not None and stored.get("test_data") == tagging.test_fingerprint():
+        return stored
     tagger, _ = build_tagger(model_name, len(tagging.labels), strategy, recipe, seed=seed)
+    if stored is not None:
+        _load_trainable_state(tagger, store.load_torch(_best_path(run.path, stored["best_step"]), fix)["state"])
+        result = {**stored, **_test_scores(tagger, tagging, recipe)}
+        store.write_json(_result_path(run.path, recipe.steps), result, indent=1)
+        return result
     device = tagger.head.weight.device
     size = len(tagging.train)
-    started_batches = []
 
     def batch_for(step: int, micro: int) -> dict:
-        started_batches.append(step)
         first = (step * recipe.grad_accum + micro) * recipe.batch_size
         chosen = []
         for position in range(first, first + recipe.batch_size):
@@ -159,33 +222,36 @@ def train_tagger(tagging: TaggingData, strategy: Strategy, settings: RepetitionS
             chosen.append(tagging.train[int(_epoch_order(seed, epoch, size)[offset])])
         return {name: tensor.to(device) for name, tensor in collate(chosen, tagging.labels, tagging.pad_id).items()}
 
-    def evaluate(model) -> dict:
-        if not started_batches:  # step 0: the head is untrained, skip the cost
+    def evaluate(model, step: int) -> dict:
+        if step == 0:  # the head is untrained, skip the cost
             return {}
         score = tagging_f1(model, tagging.validation, tagging.labels, tagging.pad_id, recipe.batch_size * 2)
-        best = store.load_torch(best_path, fix)["f1"] if best_path.exists() else -1.0
-        if score > best:
-            store.save_torch(best_path, {"f1": score, "state": _trainable_state(model)})
+        # the records on disk hold this run's earlier evaluations (a resumed run's, up to its checkpoint)
+        earlier = [f1 for _, f1 in validation_curve(training.read_metrics(run.path), step - 1)]
+        if not earlier or score > max(earlier):
+            store.save_torch(_best_path(run.path, step), {"f1": score, "state": _trainable_state(model)})
         return {"validation_f1": score}
 
     config = training.TrainConfig(steps=recipe.steps, batch_size=recipe.batch_size, grad_accum=recipe.grad_accum,
                                   lr=recipe.lr, weight_decay=recipe.weight_decay, eval_every=recipe.eval_every,
                                   checkpoint_every=settings.checkpoint_every, seed=seed)
     started = time.perf_counter()
-    schedule = schedules.linear_decay(recipe.steps) if recipe.lr_schedule == "linear" else None
     records = training.train(tagger, batch_for=batch_for, loss_fn=lambda model, batch: model(**batch), config=config,
-                             run_dir=run.path, evaluate=evaluate, resume=resume, progress=progress, lr_lambda=schedule)
-    seconds = time.perf_counter() - started
-    best = store.load_torch(best_path, fix)
-    _load_trainable_state(tagger, best["state"])
-    evaluations = [(r["step"], r["validation_f1"]) for r in records if "validation_f1" in r]
-    best_step = max(evaluations, key=lambda item: item[1])[0] if evaluations else recipe.steps
+                             run_dir=run.path, evaluate=evaluate, resume=resume, progress=progress,
+                             lr_lambda=recipe.lr_schedule)
+    # the seconds of this request plus those of the shorter one it extended
+    shorter = [length for length in _lengths(run.path, RESULT_PREFIX) if length < recipe.steps]
+    seconds = time.perf_counter() - started + (finished_result(run, shorter[-1])["train_seconds"] if shorter else 0.0)
+    curve = validation_curve(records, recipe.steps)
+    best = best_step(curve)
+    _load_trainable_state(tagger, store.load_torch(_best_path(run.path, best), fix)["state"])
     result = {"task": tagging.task, "strategy": strategy.label, "kind": strategy.kind, "r": strategy.r,
-              "exit_layer": strategy.exit_layer, "seed": seed, "validation_f1": float(best["f1"]),
-              **_test_scores(tagger, tagging, recipe), "evaluations": [list(item) for item in evaluations],
-              "best_step": best_step, "steps": recipe.steps, "train_seconds": seconds, "model": model_name,
+              "exit_layer": strategy.exit_layer, "seed": seed, "validation_f1": float(dict(curve)[best]),
+              **_test_scores(tagger, tagging, recipe), "evaluations": [list(item) for item in curve],
+              "best_step": best, "steps": recipe.steps, "train_seconds": seconds, "model": model_name,
               "labels": list(tagging.labels), "run_dir": str(run.path)}
-    run.finish(result)
+    store.write_json(_result_path(run.path, recipe.steps), result, indent=1)
+    _drop_unreachable_best(run.path)
     del tagger
     gc.collect()
     return result
@@ -207,7 +273,7 @@ def load_trained_tagger(result: dict, settings: RepetitionSettings) -> TokenTagg
     """Rebuild a tagger from its run directory (best validation weights), e.g. for the widget."""
     strategy = Strategy(result["kind"], int(result["r"]), exit_or_none(result["exit_layer"]))
     tagger, _ = build_tagger(result["model"], len(result["labels"]), strategy, settings.training, seed=result["seed"])
-    _load_trainable_state(tagger, store.load_torch(Path(result["run_dir"]) / BEST_FILE,
+    _load_trainable_state(tagger, store.load_torch(_best_path(result["run_dir"], result["best_step"]),
                                                    f"Delete {result['run_dir']} to train this tagger again.")["state"])
     return tagger.eval()
 
@@ -316,7 +382,7 @@ def run_experiments(tagging_by_task: dict[str, TaggingData], strategies: Sequenc
     results: dict[int, dict] = {}
     pending = []
     for index, job in enumerate(jobs):
-        finished = job[5].finished()
+        finished = finished_result(job[5], settings.training.steps)
         if finished is not None and finished.get("test_data") == job[0].test_fingerprint():
             results[index] = finished
         else:  # not trained yet, or trained and scored on another test split: train_tagger re-scores it, untrained

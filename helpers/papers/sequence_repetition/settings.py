@@ -1,9 +1,9 @@
 """Every size notebook 04 uses, one entry per profile; the ``paper`` entry holds §3.3 and App. A.4's values.
 
 What changes a trained tagger is its own dataclass, :class:`TaggerTraining`, nested in :class:`RepetitionSettings`
-as ``settings.training``: together with the strategy, the seed, the model and the data it keys a tagger's run
-folder (``experiment.TaggerRunKey``), so any other field (the number of workers, the probe, the speed table) never
-forces a retrain.
+as ``settings.training``: all of it but the length, together with the strategy, the seed, the model and the data,
+keys a tagger's run folder (``experiment.TaggerRunKey``), so any other field (the number of workers, the probe, the
+speed table) never forces a retrain, and a longer run extends the shorter one.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ... import masks as M
 from ...checks import whole_number
+from ...schedules import WarmupConstant
 from ...seeds import StudySeed
 from .mechanism import PAD_POLICIES, PAPER_DEPTH, PAPER_EXIT_LAYERS
 
@@ -19,13 +20,22 @@ PAPER_SEEDS = (5, 29, 42, 81, 123)  # App. A.4
 STUDY_SEED_STRIDE = 1000  # a seed study's seed s adds 1000 s to every training seed (STUDY_SEED)
 TASKS = ("ner", "chunks")
 DATASETS = ("silver", "conll2003")
-LR_SCHEDULES = ("linear", "constant")
 
 
 @dataclass(frozen=True)
 class TaggerTraining:
     """§3.3 optimisation (App. A.4): LoRA r=16, α=16, p=0.1 on q, k, v, o; AdamW lr 2e-4, weight decay 0.05;
-    batch 8 x 4. Every field changes the trained tagger."""
+    batch 8 x 4. Every field changes the trained tagger; a tagger's run folder is keyed by all but ``steps``, so a
+    longer request extends the run and a shorter one reads its prefix (``experiment.TaggerRunKey``). The notebook's
+    parameters (``ledger.parameters``) keep the length: claims computed at another length are another notebook's.
+
+    One departure: the learning rate stays constant. §3.3 states only "learning rate 2e-4"; the authors' code trains
+    with HF Trainer's defaults, a linear decay to 0 over the whole run with no warm-up (its ``TrainingArguments`` set
+    neither ``lr_scheduler_type`` nor ``warmup_steps``: takelab/repetition-sl, sl_pipeline/train_pipeline.py). That
+    decay depends on the run's length, so a run under it could not be extended to show its validation curve stopped
+    (``helpers.training.train``'s "Extending"); ``lr_schedule`` is the length-free
+    :class:`helpers.schedules.WarmupConstant` with the recipe's warm-up, none.
+    """
 
     steps: int = 100
     batch_size: int = 8
@@ -36,8 +46,8 @@ class TaggerTraining:
     lora_alpha: int = 16
     lora_dropout: float = 0.1
     classifier_dropout: float = 0.1  # the authors' head: nn.Dropout(0.1) before the linear layer
-    lr_schedule: str = "linear"  # HF Trainer's default in the authors' code: linear decay to 0, no warm-up
-    eval_every: int = 50  # validation F1 every eval_every steps picks the run's weights
+    lr_schedule: WarmupConstant = WarmupConstant(warmup=0)  # the authors' code warms up for 0 steps; no decay (above)
+    eval_every: int = 50  # validation F1 every eval_every steps (and at a request's end) picks the run's weights
     qlora: bool = False  # nf4 with fp16 compute; only where CUDA and bitsandbytes are present
     gradient_checkpointing: bool = False
     pad_policy: str = "packed"  # App. A.3.2: how padded rows are repeated (mechanism.repeat_batch)
@@ -45,8 +55,9 @@ class TaggerTraining:
     def __post_init__(self):
         if self.pad_policy not in PAD_POLICIES:
             raise ValueError(f"pad_policy={self.pad_policy!r} is not one of {PAD_POLICIES}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr_schedule={self.lr_schedule!r} is not one of {LR_SCHEDULES}")
+        if not isinstance(self.lr_schedule, WarmupConstant):
+            raise ValueError(f"lr_schedule={self.lr_schedule!r} must be a helpers.schedules.WarmupConstant (a schedule "
+                             "that does not depend on the run's length, so a run extends)")
         if not 0 <= self.classifier_dropout < 1:
             raise ValueError(f"classifier_dropout={self.classifier_dropout!r} must lie in [0, 1)")
 
@@ -147,10 +158,10 @@ _SMOKE = RepetitionSettings(
 # against r=1 is §4.2's "more repetitions help"), middle and full unmasking, and r = 1 at exit@18 (17 of 30 layers), one
 # training seed per run (`make study` runs the notebook under three study seeds, :data:`STUDY_SEED`,
 # and each trained row becomes the seed mean with a t interval over them), 100 steps of 8 sentences of 5-12 words at lr
-# 1e-3 (5x the paper's, for so few steps) decayed linearly; validation F1 every 5 steps picks each run's weights (the
-# test split never picks) and gives the budget check (`curve_points`) ten evaluations in the last half of training
-# (steps 55..100; the step-0 evaluation is skipped). Two training processes
-# of one torch thread each. r = 4, 8 at full depth and the other exits are left to the gpu profile; the frozen-feature
+# 1e-3 (5x the paper's, for so few steps) held constant (TaggerTraining's departure); validation F1 every 5 steps
+# picks each run's weights (the test split never picks) and gives the budget check (`curve_points`) ten evaluations in
+# the last half of training (steps 55..100; the step-0 evaluation is skipped). Two training processes of one torch
+# thread each. r = 4, 8 at full depth and the other exits are left to the gpu profile; the frozen-feature
 # probe covers every layer for r = 0 and 1.
 _CPU = RepetitionSettings(
     block_repeats=(0, 1, 2, 4, 8), block_sentences=16, block_max_tokens=12,

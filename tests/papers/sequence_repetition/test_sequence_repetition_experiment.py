@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from helpers import models, paths
+from helpers import models, paths, schedules, store, training
 from helpers.papers.sequence_repetition import (experiment, experiment_data, experiment_fig1, experiment_probe,
                                                 mechanism, report)
 from helpers.papers.sequence_repetition.settings import SETTINGS
@@ -116,6 +116,92 @@ def test_training_moves_only_lora_and_the_head_and_finished_runs_are_read_back(t
     assert rescored["test_f1"] == experiment.tagging_f1(reloaded, tagging.test, tagging.labels, tagging.pad_id)
 
 
+def test_a_tagger_run_extended_from_n_to_2n_steps_equals_one_trained_2n_steps_and_a_shorter_request_reads_the_prefix(
+        tmp_path, tiny, monkeypatch):
+    """The run key holds no length and the schedule none either: 2 steps, then the same tagger asked for 4, equals 4
+    steps at once to the bit (every loss and validation record, the final LoRA and tag head, the best weights picked);
+    asking for 2 again reads the first request back, records and best weights, training nothing."""
+    _, tokenizer = tiny
+    tagging, strategy = toy_data(tokenizer), mechanism.Strategy("sr", 1)
+    base = SETTINGS["smoke"].with_training(batch_size=2, lora_r=2, lora_alpha=2, lr=1e-1, eval_every=1)
+    built, original, train = [], experiment.build_tagger, training.train
+
+    def build(*args, **kwargs):  # every tagger train_tagger builds, to read the weights it ends with
+        tagger, tokenizer = original(*args, **kwargs)
+        built.append(tagger)
+        return tagger, tokenizer
+
+    def request(folder: str, steps: int):
+        monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path / folder)
+        settings = base.with_training(steps=steps)
+        run = experiment.tagger_run(tagging, strategy, settings, model_name="tiny-random:llama", seed=0, run_prefix="x")
+        result = experiment.train_tagger(tagging, strategy, settings, model_name="tiny-random:llama", seed=0, run=run,
+                                         progress=False)
+        return run.path, result
+
+    def trainable(tagger) -> dict:
+        return {name: p.detach().clone() for name, p in tagger.named_parameters() if p.requires_grad}
+
+    def final(path) -> dict:
+        return store.load_torch(path / training.CHECKPOINT_DIR / "state.pt")["trainable"]
+
+    def same(first: dict, second: dict) -> bool:
+        return first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
+
+    def numbers(result: dict) -> dict:  # everything but the wall time
+        return {name: value for name, value in result.items() if name != "train_seconds"}
+
+    monkeypatch.setattr(experiment, "build_tagger", build)
+    path, short = request("extended", 2)
+    short_best = trainable(built[-1])
+    assert request("extended", 4)[0] == path  # one folder whatever the length
+    extended_best = trainable(built[-1])
+    straight_path, straight = request("straight", 4)
+    _, extended = request("extended", 4)
+    records = training.read_metrics(path)
+    assert records == training.read_metrics(straight_path) and sum("loss" in r for r in records) == 4
+    assert [step for step, _ in extended["evaluations"]] == [1, 2, 3, 4]
+    assert numbers(extended) == {**numbers(straight), "run_dir": str(path)}
+    assert same(final(path), final(straight_path)) and {"head.weight", "head.bias"} <= set(final(path))
+    assert any("lora_B" in name for name in final(path))
+    assert same(extended_best, trainable(built[-1]))  # the straight run picked the same best weights
+    # the premise of the prefix check below: the longer run's best is past the shorter one's, with other weights
+    assert short["best_step"] < extended["best_step"] and not same(short_best, extended_best)
+    assert experiment._lengths(path, experiment.BEST_PREFIX) == [short["best_step"], extended["best_step"]]
+    assert experiment._lengths(straight_path, experiment.BEST_PREFIX) == [extended["best_step"]]
+    # the shorter request: its stored result, then (that file gone) its prefix of records and its own best weights
+    monkeypatch.setattr(experiment.training, "train", lambda *a, **k: pytest.fail("a stored length trained again"))
+    assert request("extended", 2)[1] == short
+    monkeypatch.setattr(experiment.training, "train", train)
+    experiment._result_path(path, 2).unlink()
+    _, prefix = request("extended", 2)
+    assert numbers(prefix) == numbers(short) and same(trainable(built[-1]), short_best)
+    assert prefix["evaluations"] == [e for e in extended["evaluations"] if e[0] <= 2]
+    assert training.read_metrics(path) == records  # nothing trained, nothing logged
+
+
+def test_a_schedule_that_depends_on_the_length_cannot_extend_a_tagger(tmp_path, tiny, monkeypatch):
+    """The check above can fail: under the authors' linear decay (the one-line mistake of passing it instead of the
+    recipe's constant schedule) the 4-step request differs from the 2-step run in every step's learning rate, and
+    the loop refuses to continue it in the same folder."""
+    _, tokenizer = tiny
+    monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path)
+    tagging, strategy = toy_data(tokenizer), mechanism.Strategy("sr", 1)
+    original = training.train
+    monkeypatch.setattr(experiment.training, "train", lambda *a, config, lr_lambda, **k: original(
+        *a, config=config, lr_lambda=schedules.linear_decay(config.steps), **k))
+    for steps in (2, 4):
+        settings = SETTINGS["smoke"].with_training(steps=steps, batch_size=2, lora_r=2, lora_alpha=2, eval_every=1)
+        run = experiment.tagger_run(tagging, strategy, settings, model_name="tiny-random:llama", seed=0, run_prefix="x")
+        call = lambda: experiment.train_tagger(tagging, strategy, settings,  # noqa: E731
+                                               model_name="tiny-random:llama", seed=0, run=run, progress=False)
+        if steps == 2:
+            call()
+        else:
+            with pytest.raises(ValueError, match="lr_factors"):
+                call()
+
+
 def test_one_seed_builds_one_tagger_and_another_seed_another():
     recipe = dataclasses.replace(SETTINGS["smoke"].training, lora_r=2, lora_alpha=2)
     strategy = mechanism.Strategy("sr", 1)
@@ -205,8 +291,8 @@ def test_a_larger_test_split_rescores_the_finished_taggers_without_training_them
 
 
 def test_a_tagger_run_is_keyed_by_what_changes_the_trained_tagger_only(tmp_path, tiny, monkeypatch):
-    """Other training settings, strategy, seed, model or data name another folder; the speed table, the probe or
-    the number of workers never do (they cannot change a trained tagger)."""
+    """Other training settings, strategy, seed, model or data name another folder; the length, the speed table, the
+    probe or the number of workers never do (they cannot change a trained tagger, or a longer run extends it)."""
     monkeypatch.setattr(paths, "runs_dir", lambda: tmp_path)
     _, tokenizer = tiny
     tagging = toy_data(tokenizer)
@@ -216,13 +302,19 @@ def test_a_tagger_run_is_keyed_by_what_changes_the_trained_tagger_only(tmp_path,
                seed=0):
         return experiment.tagger_run(tagging, strategy, settings, model_name=model, seed=seed, run_prefix="key").path
 
-    same = [dataclasses.replace(settings, workers=2, threads=1, probe_max_iter=7, speed_trials=9, speed_processes=3, checkpoint_every=5)]
+    same = [dataclasses.replace(settings, workers=2, threads=1, probe_max_iter=7, speed_trials=9, speed_processes=3,
+                                checkpoint_every=5),
+            settings.with_training(steps=settings.training.steps * 2)]  # the length: a longer run extends this one
     assert all(folder(settings=other) == folder() for other in same)
+    # the notebook's parameters keep the length: claims at another length are another notebook's (ledger provenance)
+    assert store.fingerprint(same[-1]) != store.fingerprint(settings)
     # the test split is only scored: another (a larger) one finds the same run
     assert folder(tagging=dataclasses.replace(tagging, test=tagging.test[:1])) == folder()
     other_data = dataclasses.replace(tagging, validation=tagging.validation[:1])
     changed = [folder(settings=settings.with_training(lr=1e-3)),
                folder(settings=settings.with_training(pad_policy="masked")),
+               folder(settings=settings.with_training(eval_every=3)),
+               folder(settings=settings.with_training(lr_schedule=schedules.WarmupConstant(warmup=2))),
                folder(strategy=mechanism.Strategy("sr", 2)), folder(seed=1), folder(model="other"),
                folder(tagging=other_data)]
     assert len({folder(), *changed}) == 1 + len(changed)

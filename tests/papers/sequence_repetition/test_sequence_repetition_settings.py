@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from helpers import memory, profiles
+from helpers import memory, profiles, schedules
 from helpers.papers.sequence_repetition.settings import SETTINGS, TaggerTraining
 
 
@@ -16,6 +16,8 @@ def test_settings_cover_every_profile_and_the_paper_entry_holds_appendix_a4():
     assert paper.seeds == (5, 29, 42, 81, 123) and paper.max_tokens == 256 and recipe.qlora
     assert paper.repeats == (0, 1, 2, 4, 8) and set(paper.baselines) == {"middle", "full"}
     assert paper.dataset == "conll2003" and SETTINGS["cpu"].dataset == "silver"
+    # the departure: a constant learning rate (the authors' code's warm-up, none), not its decay over the length
+    assert all(entry.training.lr_schedule == schedules.WarmupConstant(warmup=0) for entry in SETTINGS.values())
 
 
 def test_settings_refuse_a_negative_r():
