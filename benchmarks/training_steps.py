@@ -4,9 +4,9 @@ side by side with variants of it. Defaults are measured, never changed.
 
 Each step is built by its notebook's own driver and run through ``helpers.training``'s own loop pieces
 (``benchmarks/training_steps_cases.py``): notebook 02's MNTP and MTP steps (4 x 128 tokens, bf16 weights, LoRA
-r = 16 under bf16 autocast), notebook 03's MAGNET joint step in both phases, notebook 04's SR tagger step for each r
-(at the one torch thread each of its two worker processes trains with), notebook 06's EMAT head and GRU decoder steps
-(float32, on frozen features), notebook 07's diffusion fine-tune step. A row's ms/step is the median over ``--steps``
+r = 16 under bf16 autocast), notebook 03's MAGNET joint step in both phases, notebook 03's LLM2Vec-style SimCSE stage, notebook 04's SR tagger step for each r and each unmasking baseline
+(at the one torch thread each of its two worker processes trains with), notebook 06's EMAT heads (whole matrix and
+new rows only), naive MTC's length classifier and GRU decoder steps (float32, on frozen features), notebook 07's diffusion fine-tune step. A row's ms/step is the median over ``--steps``
 steps after one warm-up step; tokens/s and GFLOP/s are the medians of each step's own rates. The FLOP count and the
 limit are ``benchmarks/training_steps_counts.py``'s (its docstring states the count); "% limit" is a row's GFLOP/s
 over the faster of a bf16 (512 x 576) @ (576 x 1536) product and a large square one, at the row's thread count; "% own"

@@ -278,19 +278,19 @@ def llm2vec_case(profile, scratch: Path, steps: int) -> Case:
 # --------------------------------------------------------------------------- notebook 04
 
 def tagger_cases(profile, scratch: Path, steps: int):
-    """Notebook 04's SR taggers, one per r of the settings (``train_tagger``), at the torch threads its worker
-    processes train with (``settings.threads``)."""
+    """Notebook 04's SR taggers, one per strategy it trains (``main_strategies``: each r of the settings, then the
+    middle and full unmasking baselines on the single copy), at the torch threads its worker processes train with
+    (``settings.threads``)."""
     from helpers.papers.sequence_repetition import experiment as E
     from helpers.papers.sequence_repetition.experiment_data import load_tagging_data
-    from helpers.papers.sequence_repetition.mechanism import Strategy
 
     settings = profiles.settings_for("sequence_repetition", profile)
     tokenizer = models.load_tokenizer(profile.model_name)
     task, seed = settings.tasks[0], settings.seeds[0]
     tagging = load_tagging_data(tokenizer, task, settings, profile.corpus, seed=profile.seed, progress=False)
     settings = memory.fit_training("04", profile, settings)
-    for r in settings.repeats:
-        strategy = Strategy("sr", r)
+    for strategy in E.main_strategies(settings):
+        r = strategy.r
         folder = E.tagger_run(tagging, strategy, settings, model_name=profile.model_name, seed=seed,
                               run_prefix=E.run_prefix(profile))
         run, = capture(lambda: E.train_tagger(tagging, strategy, settings, model_name=profile.model_name, seed=seed,
@@ -304,7 +304,7 @@ def tagger_cases(profile, scratch: Path, steps: int):
             return (int(sum(lengths)), decoder_flops(tagger.body, lengths, 0, lm_head=False)
                     + linear_flops(tagger.head, int(real.sum()), backward=True))
 
-        name = f"SR tagger r={r} ({task})"
+        name = f"SR tagger r={r} ({task})" if strategy.kind == "sr" else f"SR tagger, {strategy.label} ({task})"
         yield Case(name, loop, [Row(name, _steps(0, steps), count, run_steps=loop.config.steps)],
                    _evaluations(loop, f"{name} validation F1", skip_first=True), threads=settings.threads)
 

@@ -18,8 +18,9 @@ from helpers import attention, masks as M, models, training
 ROOT = Path(__file__).resolve().parents[1]
 STEP_ROWS = ("MNTP (notebook 02)", "MTP (notebook 02)", "MAGNET phase 1: MNTP + MSG", "MAGNET phase 2: + SSCL",
              "LLM2Vec-style SimCSE stage", "diffusion fine-tune (notebook 07)", "SR tagger r=0", "SR tagger r=1",
-             "SR tagger r=2", "EMAT head (", "EMAT head, new rows only", "naive MTC length classifier",
-             "GRU language-model pre-training", "GRU decoder (MTC)")
+             "SR tagger r=2", "SR tagger, middle unmasking", "SR tagger, full unmasking", "EMAT head (",
+             "EMAT head, new rows only", "naive MTC length classifier", "GRU language-model pre-training",
+             "GRU decoder (MTC)")
 
 
 def _counts():
