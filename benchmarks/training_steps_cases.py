@@ -259,7 +259,9 @@ def llm2vec_case(profile, scratch: Path, steps: int) -> Case:
     base, tokenizer = models.load_model(profile.model_name)
     views = E.joint_data(profile, settings, tokenizer)
     _, evaluate = E.joint_evaluation(profile, settings, tokenizer)
-    with mock.patch.object(E.MNTP, "load_or_train_mntp", lambda profile, progress=True: (base, tokenizer, None)):
+    stand_in = {"base weights": profile.model_name}  # keys the scratch run folder in place of the adapter's key
+    with mock.patch.object(E.MNTP, "load_or_train_mntp", lambda profile, progress=True: (base, tokenizer, None)), \
+            mock.patch.object(E.MNTP, "mntp_adapter", lambda profile: (None, stand_in)):
         run, = capture(lambda: E.train_llm2vec_style(tokenizer, profile, settings, views, evaluate=evaluate,
                                                      progress=False))
     loop = Loop(run, scratch / "eval_llm2vec")
