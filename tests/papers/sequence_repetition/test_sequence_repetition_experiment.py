@@ -123,7 +123,7 @@ def test_a_tagger_run_extended_from_n_to_2n_steps_equals_one_trained_2n_steps_an
     asking for 2 again reads the first request back, records and best weights, training nothing."""
     _, tokenizer = tiny
     tagging, strategy = toy_data(tokenizer), mechanism.Strategy("sr", 1)
-    base = SETTINGS["smoke"].with_training(batch_size=2, lora_r=2, lora_alpha=2, lr=1e-1, eval_every=1)
+    base = SETTINGS["smoke"].with_training(batch_size=2, lora_r=2, lora_alpha=2, lr=3e-2, eval_every=1)
     built, original, train = [], experiment.build_tagger, training.train
 
     def build(*args, **kwargs):  # every tagger train_tagger builds, to read the weights it ends with
