@@ -57,7 +57,7 @@ def run_folder_key(key: dict) -> dict:
     """A masked-LM key (:func:`masked_lm_run_key`) without its length: what names the run folder, which holds the
     run whatever its length (``training.train`` extends it or reads its prefix). The adapter a run saves, and what
     the later notebooks read, is keyed by the full key, length included."""
-    return {name: value for name, value in key.items() if name != "steps"}
+    return store.canonical_without(key, ("steps",))
 
 
 def notebook02_mntp_run(profile) -> Path:

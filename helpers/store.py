@@ -57,6 +57,16 @@ def canonical_settings(settings) -> object:
     return _canonical(settings)
 
 
+def canonical_without(settings, names) -> dict:
+    """``settings`` as :func:`canonical_settings` gives them, less the top-level fields ``names``: a run's key without
+    its length, so that one run folder holds the run at any length (``helpers.training.train`` extends it or reads its
+    prefix) while the full key, length included, still keys what a finished length gives."""
+    canonical = canonical_settings(settings)
+    if not isinstance(canonical, dict):
+        raise ValueError(f"settings={settings!r} must be a dataclass or a dict to leave fields {tuple(names)} out of")
+    return {name: value for name, value in canonical.items() if name not in names}
+
+
 def fingerprint(settings, length: int = 12) -> str:
     """A short md5 of ``settings`` (dicts, lists, dataclasses, tensors, scalars), independent of dict order.
 

@@ -319,7 +319,7 @@ def check_run_settings(run_dir, settings: dict, resume: bool = True, *, write: b
             raise ValueError(f"run_dir={str(run_dir)!r} holds a checkpoint or metrics but no {SETTINGS_FILE}, so the "
                              f"settings it was trained with are unknown. {fix}")
         if isinstance(old, dict) and isinstance(old.get("config"), dict):  # stored before the length keyed nothing
-            old = {**old, "config": {name: value for name, value in old["config"].items() if name != "steps"}}
+            old = {**old, "config": store.canonical_without(old["config"], ("steps",))}
         differences = store.flat_differences(old, settings)
         if differences:
             raise ValueError(f"run_dir={str(run_dir)!r} was trained with other settings and cannot be resumed under "

@@ -372,3 +372,20 @@ def test_write_failed_names_the_path_what_is_intact_and_the_remedy():
     wrapped = SafetensorError("Error while serializing: I/O error: File too large (os error 27)")
     assert store.write_failure(wrapped) == errno.EFBIG and store.write_failure(ValueError("a bug")) is None
     assert "(File too large); it. Raise the file-size limit" in str(store.write_failed("/x", wrapped, "it", "go"))
+
+
+def test_canonical_without_leaves_out_the_named_fields_and_names_a_value_it_cannot():
+    @dataclass(frozen=True)
+    class Recipe:
+        steps: int
+        lr: float
+        shape: tuple
+
+    short, long = Recipe(4, 0.1, (2, 3)), Recipe(8, 0.1, (2, 3))
+    assert store.canonical_without(short, ("steps",)) == {"lr": 0.1, "shape": [2, 3]}
+    assert store.fingerprint(store.canonical_without(short, ("steps",))) == \
+        store.fingerprint(store.canonical_without(long, ("steps",)))
+    assert store.canonical_without(Recipe(4, 0.2, (2, 3)), ("steps",)) != store.canonical_without(short, ("steps",))
+    assert store.canonical_without({"steps": 3, "seed": 1}, ("steps",)) == {"seed": 1}
+    with pytest.raises(ValueError, match=r"settings=\[1, 2\] must be a dataclass or a dict"):
+        store.canonical_without([1, 2], ("steps",))

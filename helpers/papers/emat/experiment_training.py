@@ -8,7 +8,6 @@ else that changes the features or the training starts a fresh one.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -58,9 +57,9 @@ def head_run(name: str, dataset: MTCDataset, mlm: MaskedLM, training_settings: H
     """``runs/06_<name>_<fingerprint>``: the run folder of one head (:func:`helpers.store.reuse_run`), keyed by
     :class:`HeadRunKey`: ``training_settings`` without the run lengths, but with those of the runs ``name`` starts
     from."""
-    fields = dataclasses.asdict(training_settings)
-    key = HeadRunKey({field: value for field, value in fields.items() if field not in RUN_LENGTHS},
-                     {field: fields[field] for field in STARTS_FROM.get(name, ())}, dataset.key, mlm.name,
+    key = HeadRunKey(store.canonical_without(training_settings, RUN_LENGTHS),
+                     {field: getattr(training_settings, field) for field in STARTS_FROM.get(name, ())}, dataset.key,
+                     mlm.name,
                      mlm.context_tokens,
                      tuple(round(value, 2) for value in model_probe(mlm)),
                      models.dtype_name(next(mlm.model.parameters()).dtype))

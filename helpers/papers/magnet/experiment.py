@@ -95,8 +95,8 @@ def run_folder_key(key: MagnetRunKey) -> dict:
 def phases_key(phases: Sequence[Phase]) -> list[dict]:
     """``phases`` as they key a joint run's training loop: every phase whole but the last, which keeps its λ and
     leaves out its length (the run's: a longer last phase extends the run)."""
-    *earlier, last = store.canonical_settings(list(phases))
-    return [*earlier, {name: value for name, value in last.items() if name != "steps"}]
+    *earlier, last = phases
+    return [*store.canonical_settings(earlier), store.canonical_without(last, ("steps",))]
 
 
 HELDOUT_KEY = "heldout_mntp_accuracy"  # the budget check's curve in a joint run's evaluation records

@@ -154,8 +154,7 @@ RUN_LENGTHS = ("phase2_steps", "simcse_steps")
 def length_free(settings: MagnetSettings) -> dict:
     """What keys a notebook-03 run folder and its training loop's stored settings: :func:`evaluation_free` settings as
     plain JSON (``store.canonical_settings``) without the run lengths :data:`RUN_LENGTHS`."""
-    canonical = store.canonical_settings(evaluation_free(settings))
-    return {name: value for name, value in canonical.items() if name not in RUN_LENGTHS}
+    return store.canonical_without(evaluation_free(settings), RUN_LENGTHS)
 
 
 SETTINGS = {

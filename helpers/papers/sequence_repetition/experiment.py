@@ -116,7 +116,7 @@ def _epoch_order(seed: int, epoch: int, size: int) -> torch.Tensor:
 def run_folder_training(recipe: TaggerTraining) -> dict:
     """``recipe`` as it keys a tagger's run folder: every field but the length, so one folder holds the run whatever
     its length (:func:`train_tagger` extends it or reads its prefix)."""
-    return {name: value for name, value in store.canonical_settings(recipe).items() if name != "steps"}
+    return store.canonical_without(recipe, ("steps",))
 
 
 @dataclass(frozen=True)
