@@ -239,8 +239,7 @@ def build_cases(names, inputs, profile, scratch: Path, steps: int):
     if "mtp" in names:
         yield C.masked_lm_case(inputs, "mtp", scratch, steps)
     if "magnet" in names:
-        yield C.magnet_case(profile, scratch, steps)
-        yield C.llm2vec_case(profile, scratch, steps)
+        yield from C.magnet_cases(profile, scratch, steps)
     if "diffusion" in names:
         yield C.diffusion_case(profile, scratch, steps)
     if "sr" in names:

@@ -205,17 +205,27 @@ def compile_layers(model) -> None:
 
 # --------------------------------------------------------------------------- notebook 03
 
-def magnet_case(profile, scratch: Path, steps: int) -> Case:
+def magnet_cases(profile, scratch: Path, steps: int):
+    """Notebook 03's runs on one build of its views and evaluation: :func:`magnet_case`, then
+    :func:`llm2vec_case`."""
+    from helpers.papers.magnet import experiment as E
+
+    settings = profiles.settings_for("magnet", profile)
+    tokenizer = models.load_tokenizer(profile.model_name)
+    views = E.joint_data(profile, settings, tokenizer)
+    _, evaluate = E.joint_evaluation(profile, settings, tokenizer)
+    settings = memory.fit_training("03", profile, settings)
+    yield magnet_case(profile, settings, views, evaluate, scratch, steps)
+    yield llm2vec_case(profile, settings, views, evaluate, scratch, steps)
+
+
+def magnet_case(profile, settings, views, evaluate, scratch: Path, steps: int) -> Case:
     """Notebook 03's MAGNET run (``train_magnet``, both phases of Eq. 5): phase 1's step (MNTP + MSG) and phase 2's
     (+ SSCL); its evaluation is the held-out MNTP accuracy every ``eval_every`` steps, with Fig. 6's greedy
     generations at the multiples of ``curve_every`` and the last step."""
     from helpers.papers.magnet import experiment as E
 
-    settings = profiles.settings_for("magnet", profile)
     base, tokenizer = models.load_model(profile.model_name)
-    views = E.joint_data(profile, settings, tokenizer)
-    _, evaluate = E.joint_evaluation(profile, settings, tokenizer)
-    settings = memory.fit_training("03", profile, settings)
     run, = capture(lambda: E.train_magnet(base, tokenizer, profile, settings, views, evaluate=evaluate,
                                           progress=False))
     loop = Loop(run, scratch / "eval_magnet")
@@ -247,18 +257,15 @@ def magnet_case(profile, scratch: Path, steps: int) -> Case:
     return Case("MAGNET (notebook 03)", loop, rows, evaluations)
 
 
-def llm2vec_case(profile, scratch: Path, steps: int) -> Case:
+def llm2vec_case(profile, settings, views, evaluate, scratch: Path, steps: int) -> Case:
     """Notebook 03's LLM2Vec-style baseline (``train_llm2vec_style``): SSCL alone, λ = (0, 1, 0), on a fresh LoRA over
-    the merged MNTP adapter, here over the base weights (same shapes, same cost; see the module's departures).
+    the merged MNTP adapter, here over fresh base weights (same shapes, same cost; see the module's departures).
     Table 6's ablation runs are not timed: the cpu profile asks for none (they score STS-B only)."""
     from unittest import mock
 
     from helpers.papers.magnet import experiment as E
 
-    settings = memory.fit_training("03", profile, profiles.settings_for("magnet", profile))
     base, tokenizer = models.load_model(profile.model_name)
-    views = E.joint_data(profile, settings, tokenizer)
-    _, evaluate = E.joint_evaluation(profile, settings, tokenizer)
     stand_in = {"base weights": profile.model_name}  # keys the scratch run folder in place of the adapter's key
     with mock.patch.object(E.MNTP, "load_or_train_mntp", lambda profile, progress=True: (base, tokenizer, None)), \
             mock.patch.object(E.MNTP, "mntp_adapter", lambda profile: (None, stand_in)):

@@ -25,6 +25,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ class Curve:
     findings: int
     seeds: dict  # seed -> [(step, value)]
 
-    @property
+    @cached_property
     def mean(self) -> list[tuple[int, float]]:
         return curves.mean_curve(list(self.seeds.values()))
 
@@ -114,24 +115,22 @@ def design(curve: Curve, lengths, costs, speedup: float, draws: int) -> list[dic
     rows = []
     for factor in lengths:
         steps = curve.length * factor
-        at_recipe = curves.stop_power(steps=steps, every=curve.every, noise=noise, gain=max(gain, 1e-9), rise=rise,
-                                      draws=draws)
-        if gain <= 0:  # a curve that has not risen is never shown stopped (curves.stopped_improving)
-            every = None
-        elif eval_row is None:  # the training loss: logged at every step at no cost
-            every = 1 if curves.stop_power(steps=steps, every=1, noise=noise, gain=max(gain, 1e-9), rise=rise,
-                                           draws=draws).enough else None
-        else:
-            every = curves.cadence_for(steps=steps, noise=noise, gain=max(gain, 1e-9), rise=rise, draws=draws,
-                                       most=max(1, steps // 5))
-        minutes = share = None
+        at_recipe = every = minutes = share = None
+        if gain > 0:  # a curve that has not risen is never shown stopped (curves.stopped_improving)
+            simulation = dict(steps=steps, noise=noise, gain=gain, rise=rise, draws=draws)
+            at_recipe = curves.stop_power(every=curve.every, **simulation)
+            if eval_row is None:  # the training loss: logged at every step at no cost
+                every = 1 if curves.stop_power(every=1, **simulation).enough else None
+            else:
+                every = curves.cadence_for(most=max(1, steps // 5), **simulation)
         if every is not None and step_s is not None and eval_s is not None:
             evaluations = 0 if eval_row is None else len(curves.evaluation_steps(steps, every))
             train, evaluate = steps * step_s / speedup, evaluations * eval_s
             minutes, share = (train + evaluate) / 60, evaluate / (train + evaluate)
         rows.append({"curve": curve.name, "notebooks": curve.notebooks, "findings": curve.findings,
                      "seeds": len(curve.seeds), "noise": noise, "gain": gain, "steps": steps,
-                     "power_at_recipe_cadence": (at_recipe.stopped, at_recipe.moving), "recipe_every": curve.every,
+                     "power_at_recipe_cadence": None if at_recipe is None else (at_recipe.stopped, at_recipe.moving),
+                     "recipe_every": curve.every,
                      "every": every, "minutes_per_seed": minutes, "evaluation_share": share})
     return rows
 
@@ -145,10 +144,11 @@ def table(rows: list[dict]) -> str:
         minutes = "—" if row["minutes_per_seed"] is None else f"{row['minutes_per_seed']:.1f}"
         share = "—" if row["evaluation_share"] is None else f"{row['evaluation_share']:.0%}"
         flag = " (over 15%)" if row["evaluation_share"] and row["evaluation_share"] > EVALUATION_SHARE_LIMIT else ""
-        stopped, moving = row["power_at_recipe_cadence"]
+        power = row["power_at_recipe_cadence"]
+        at_recipe = "never (it has not risen)" if power is None else \
+            f"{power[0]:.2f}, {power[1]:.2f} (every {row['recipe_every']})"
         lines.append(f"| {row['curve']} | {', '.join(row['notebooks'])} | {row['findings']} | {row['noise']:.3g} | "
-                     f"{row['gain']:.3g} | {row['steps']} | {stopped:.2f}, {moving:.2f} (every {row['recipe_every']}) "
-                     f"| {every} | {minutes} | {share}{flag} |")
+                     f"{row['gain']:.3g} | {row['steps']} | {at_recipe} | {every} | {minutes} | {share}{flag} |")
     return "\n".join(lines)
 
 

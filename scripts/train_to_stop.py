@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write each round's reading here")
     args = parser.parse_args(argv)
 
-    from helpers import curves, memory, metrics, models, mntp_recipe, profiles
+    from helpers import curves, memory, models, mntp_recipe, profiles
     from helpers.papers.mntp import experiment as E
 
     profile = profiles.get(args.profile)
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
         began = time.perf_counter()
         fitted = memory.fit_training("02", profile, dataclasses.replace(recipe, steps=steps))
         _, records, _ = E.run_objective(profile, tokenizer, data, args.name, recipe=fitted, progress=False)
-        points = [(step, sign * value) for step, value in metrics.curve_points(records, key)]
+        points = [(step, sign * value) for step, value in curves.curve_points(records, key)]
         reading = curves.stopped_improving(points)
         rounds.append({"steps": steps, "seconds": round(time.perf_counter() - began, 1), "points": points,
                        "stopped": reading.stopped, "reason": reading.reason})
