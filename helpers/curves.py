@@ -115,6 +115,59 @@ def stopped_improving(points: Sequence[Sequence[float]], *, tolerance: float = S
                     "gained so far)")
 
 
+def gap_stopped(points: Sequence[Sequence[float]], against: Sequence[Sequence[float]], *,
+                tolerance: float = STOP_TOLERANCE, window: float = STOP_WINDOW,
+                min_points: int = STOP_MIN_POINTS) -> Stopping:
+    """Whether the *gap* between two held-out curves trained alike has been shown to stop changing: the same
+    equivalence test as :func:`stopped_improving`, two-sided, on ``points`` minus ``against`` at the steps both
+    evaluated. A finding that compares two methods trained alike (same steps, data order, learning rate and
+    evaluation cadence) rests on their difference, and two curves that both keep rising with the logarithm of the
+    steps can hold a constant gap: that gap, not either curve, is what more training could move.
+
+    The gap's slope is fitted over the last ``window`` of training; it has stopped when, at *both* one-sided 95%
+    bounds of that slope, as many steps again would move it by at most ``tolerance`` x what training has added to
+    ``points`` (the claimed method's curve: its fitted end over the same window minus its first evaluation, as
+    :func:`stopped_improving` computes its gain). A gap near 0 is judged against that gain, not against itself, so a
+    method that does not beat its baseline can be shown to have stopped not beating it. ``upper`` is the larger
+    magnitude of the two bounds. Nothing is shown with fewer than ``min_points`` common evaluations in the window or
+    a claimed curve that has not risen."""
+    import numpy as np
+    from scipy import stats
+
+    claimed = stopped_improving(points, tolerance=tolerance, window=window, min_points=min_points)
+    other = dict((int(step), float(value)) for step, value in against)
+    if any(not math.isfinite(value) for value in other.values()):
+        raise ValueError("against must hold finite values")
+    gap = [(int(step), float(value) - other[int(step)]) for step, value in sorted(points) if int(step) in other]
+    if not gap:
+        raise ValueError("points and against share no evaluated step; the gap needs curves evaluated alike")
+    first, last = gap[0][0], gap[-1][0]
+    chosen = [point for point in gap if point[0] >= last - window * (last - first)]
+    if len(chosen) < min_points:
+        return Stopping(math.nan, math.nan, last, claimed.gain, claimed.tolerance, len(chosen), False,
+                        f"gap not shown to have stopped changing: {len(chosen)} common evaluations in the last "
+                        f"{window:.0%} of {last} steps, the equivalence test needs {min_points}")
+    if not claimed.gain > 0:
+        return Stopping(math.nan, math.nan, last, claimed.gain, claimed.tolerance, len(chosen), False,
+                        f"gap not shown to have stopped changing: the claimed curve has not risen over {last} steps "
+                        f"(gain {claimed.gain:.3g}), so no tolerance follows from it")
+    steps = np.array([step for step, _ in chosen], dtype=float)
+    values = np.array([value for _, value in chosen])
+    slope, intercept = np.polyfit(steps, values, 1)
+    residuals = values - (slope * steps + intercept)
+    spread = float(((steps - steps.mean()) ** 2).sum())
+    error = math.sqrt(float((residuals ** 2).sum()) / (len(chosen) - 2) / spread) if spread > 0 else math.inf
+    half = float(stats.t.ppf(0.95, len(chosen) - 2)) * error
+    bound = max(abs(float(slope) + half), abs(float(slope) - half))
+    moved, allowed = bound * last, claimed.tolerance
+    stopped = moved <= allowed
+    verb = "gap stopped changing" if stopped else "gap still changing"
+    return Stopping(float(slope), bound, last, claimed.gain, allowed, len(chosen), stopped,
+                    f"{verb} at {last} steps (now {float(slope * last + intercept):+.3g}): {last} more steps at the "
+                    f"slope's 95% bounds move it by at most {moved:.3g}, {'within' if stopped else 'above'} the "
+                    f"tolerance {allowed:.3g} ({tolerance:g} of the {claimed.gain:.3g} the claimed curve gained)")
+
+
 def evaluation_steps(steps: int, every: int) -> list[int]:
     """The steps a run of ``steps`` steps evaluates at when it evaluates at step 0, every ``every`` steps (0: never
     in between) and at its last step."""
@@ -187,14 +240,18 @@ class StopPower:
 
 
 def stop_power(*, steps: int, every: int, noise: float, gain: float, rise: float = MOVING_RISE, draws: int = 2000,
-               seed: int = 0, tolerance: float = STOP_TOLERANCE) -> StopPower:
+               seed: int = 0, tolerance: float = STOP_TOLERANCE, gap: bool = False) -> StopPower:
     """Simulated power of :func:`stopped_improving` at an evaluation every ``every`` of ``steps`` steps, evaluation
     noise ``noise`` (normal, in the curve's units) and a curve that gains ``gain``: a stopped curve rises linearly to
     ``gain`` over the first third of training and stays flat; a moving one reaches ``gain`` at the window's start
     and keeps rising ``rise`` per 100 steps (in the curve's units: :func:`moving_rise`). Each is drawn ``draws``
     times with fresh noise. A rise that adds less than the tolerance over as many steps again is, by the test's own
     definition, a stop: at 100 steps a curve that gained 80 points and rises 3 a hundred steps reads "stopped"; the
-    moving target is reachable only at lengths where ``rise x steps / 100`` exceeds ``tolerance x gain``."""
+    moving target is reachable only at lengths where ``rise x steps / 100`` exceeds ``tolerance x gain``.
+
+    With ``gap=True`` it is :func:`gap_stopped`'s power on two curves trained alike: both follow the stopped shape
+    above; in the stopped case their gap stays constant, in the moving one the claimed curve pulls away ``rise`` per
+    100 steps from the window's start. ``noise`` is then the *gap's* noise (each curve draws ``noise`` / sqrt 2)."""
     import numpy as np
 
     for name, value in (("steps", steps), ("every", every), ("draws", draws)):
@@ -207,6 +264,14 @@ def stop_power(*, steps: int, every: int, noise: float, gain: float, rise: float
     start = steps * (1 - STOP_WINDOW)
     moving = np.where(at < start, gain * at / start, gain + rise / 100 * (at - start))
     rng = np.random.default_rng(seed)
+    if gap:
+        pulling = np.where(at < start, 0.0, rise / 100 * (at - start))
+        each = noise / math.sqrt(2)
+        draw = lambda shape: list(zip(at, shape + each * rng.standard_normal(len(at))))  # noqa: E731
+        shares = [float(np.mean([gap_stopped(draw(flat + extra), draw(flat), tolerance=tolerance).stopped == wanted
+                                 for _ in range(draws)]))
+                  for extra, wanted in ((0.0, True), (pulling, False))]
+        return StopPower(steps, every, float(noise), float(gain), *shares)
     shares = []
     for curve, wanted in ((flat, True), (moving, False)):
         reads = [stopped_improving(list(zip(at, curve + noise * rng.standard_normal(len(at)))),

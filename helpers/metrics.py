@@ -8,7 +8,8 @@ from typing import Hashable, Sequence
 
 from .checks import whole_number
 from .curves import (STOP_MIN_POINTS, STOP_TOLERANCE, STOP_WINDOW, Stopping, curve_points,  # noqa: F401 (read as metrics.*)
-                     evaluation_steps, mean_curve, plateau, points_in_window, stopped_improving)
+                     evaluation_steps, gap_stopped, mean_curve, plateau, points_in_window,
+                     stopped_improving)
 
 
 def ngrams(tokens: Sequence[Hashable], n: int) -> list[tuple]:

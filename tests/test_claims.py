@@ -726,6 +726,51 @@ def test_a_study_judges_the_seed_mean_curve():
     assert ledger.combine_seeds(missing)[0].still_improving  # one seed without a curve: no curve for the study
 
 
+def _log_rising(offset=0.0, steps=400, every=10):
+    """A held-out curve rising with the logarithm of the steps (never shown stopped on its own), no noise."""
+    import math
+
+    return [(step, offset + 10.0 * math.log1p(step)) for step in range(0, steps + 1, every)]
+
+
+def test_a_row_declared_by_its_gap_is_read_by_the_gap_between_two_curves_trained_alike():
+    """Two methods whose curves both keep rising (neither shown stopped) with a constant gap: the row's budget check
+    reads the gap, so an interval on the contradicting side reads "not reproduced"; a widening gap keeps it
+    inconclusive. The seed study averages both curves; the stored form round-trips."""
+    gap = ledger.curve("held-out accuracy: A against B", _log_rising(-2.0), against=_log_rising())
+    assert ledger.fields.check_curve(gap) == gap and set(gap) == {"curve", "points", "against"}
+    row = ledger.Claim(**{**TRAINED, "low": -3.0, "high": -1.0, "value": -2.0, "plateau": gap, "n_seeds": 3,
+                          "seed_values": (-2.5, -2.0, -1.5)})
+    assert not row.still_improving and row.verdict == "not reproduced" and "gap stopped changing" in row.budget_text
+    alone = ledger.Claim(**{**TRAINED, "low": -3.0, "high": -1.0, "value": -2.0, "n_seeds": 3,
+                            "seed_values": (-2.5, -2.0, -1.5), "plateau": ledger.curve("A", _log_rising(-2.0))})
+    assert alone.still_improving and alone.verdict == "inconclusive"  # the claimed curve alone never stops
+    widening = ledger.curve("A against B", [(step, value - 0.03 * step) for step, value in _log_rising()],
+                            against=_log_rising())
+    assert ledger.Claim(**{**TRAINED, "low": -3.0, "high": -1.0, "value": -2.0, "plateau": widening, "n_seeds": 3,
+                           "seed_values": (-2.5, -2.0, -1.5)}).verdict == "inconclusive"
+    combined = ledger.combine_seeds(_seeds([-2.0, -2.5, -1.5], plateau=gap))[0]
+    assert [step for step, _ in combined.plateau["against"]] == [step for step, _ in gap["against"]]
+    assert [v for _, v in combined.plateau["against"]] == pytest.approx([v for _, v in gap["against"]])
+    assert not combined.still_improving
+    with pytest.raises(ValueError, match="with 'against' for a gap"):
+        ledger.fields.check_curve({**gap, "other": []})
+
+
+def test_a_gap_declaration_needs_both_curves_and_says_why():
+    declared = ledger.Declared(**{**DECLARED, "trained": True, "curve": "held-out accuracy",
+                                  "gap_stop": "both trained alike; the row is their difference"})
+    gap = ledger.curve("held-out accuracy", _log_rising(-2.0), against=_log_rising())
+    assert "against" in declared.measured(-20.0, -40.0, -10.0, "bootstrap", 32, plateau=gap).plateau
+    with pytest.raises(ValueError, match="needs the compared curve"):
+        declared.measured(-20.0, -40.0, -10.0, "bootstrap", 32, plateau=ledger.curve("held-out accuracy",
+                                                                                     _log_rising()))
+    with pytest.raises(ValueError, match="no gap_stop= says"):
+        ledger.Declared(**{**DECLARED, "trained": True}).measured(-20.0, -40.0, -10.0, "bootstrap", 32, plateau=gap)
+    with pytest.raises(ValueError, match="only a trained row"):
+        ledger.Declared(**{**DECLARED, "gap_stop": "alike"})
+
+
 DECLARED = dict(id="openltg.table6.lr5.no_ltd", notebook="05", paper="002", where="Table 6", says="LTD cuts repetition",
                 paper_value="17.80 -> 0.73", quantity="LR-5 gain", direction=-1, check=CHECK)
 

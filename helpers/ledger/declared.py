@@ -36,6 +36,9 @@ class Declared:
       each a one-line mistake that would leave its number plausible; ``python -m helpers.ledger --breaks`` fails when
       all of ``check`` pass under one of them (:mod:`helpers.ledger.breaks`).
     - ``trained`` and ``curve``: the row rests on training, and which held-out curve shows whether it stopped.
+    - ``gap_stop``: for a finding that compares two methods trained alike, why the *gap* between their held-out
+      curves is what must be shown to have stopped changing (:func:`helpers.curves.gap_stopped`); its rows then
+      record both curves (``ledger.curve(name, points, against=...)``). Empty: the claimed curve itself must stop.
     - ``baseline`` and ``baseline_must_beat``: the baseline a comparison rests on, and what it must beat to count as
       working (the paper's own comparison; never the untrained step 0 or the label prior, :data:`STRAW_BASELINES`).
     - ``dataset``: the data actually used where it is not the paper's; ``regime``: where the hardware regime differs
@@ -60,6 +63,7 @@ class Declared:
     figure: str = ""
     trained: bool = False
     curve: str = ""
+    gap_stop: str = ""
     baseline: str = ""
     baseline_must_beat: str = ""
     dataset: str = ""
@@ -74,6 +78,9 @@ class Declared:
         if not isinstance(self.breaks, str) or not all(re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", name)
                                                        for name in self.breaks.split()):
             raise ValueError(f"{who}breaks={self.breaks!r} must be space-separated dotted names of tests/breaks.py")
+        if not isinstance(self.gap_stop, str) or (self.gap_stop and not self.trained):
+            raise ValueError(f"{who}gap_stop={self.gap_stop!r} must be a string, and only a trained row (trained=True) "
+                             "reads the gap between two curves trained alike")
         if self.baseline and not self.baseline_must_beat.strip():
             raise ValueError(f"{who}baseline={self.baseline!r} needs baseline_must_beat=: what it must beat to "
                              "count as working (the paper's own comparison)")
@@ -97,6 +104,11 @@ class Declared:
         if self.baseline and baseline_works is None:
             raise ValueError(f"{self.id}: baseline_works= must say whether {self.baseline} beat "
                              f"{self.baseline_must_beat} in this run")
+        if self.trained and plateau is not None and ("against" in plateau) != bool(self.gap_stop):
+            raise ValueError(f"{self.id}: " + ("declares gap_stop=, so its plateau= needs the compared curve "
+                                               "(ledger.curve(name, points, against=...))" if self.gap_stop else
+                                               "plateau= holds a compared curve ('against'), but no gap_stop= says "
+                                               "why this finding is read by its gap"))
         exact = method == EXACT
         if "mde" not in extra:
             extra["mde"] = self.mde_of(method, low, high, extra.get("n_seeds"))

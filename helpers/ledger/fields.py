@@ -108,28 +108,41 @@ def figure_path(figure: str) -> str:
     return f"figures/{found['stem']}.png"
 
 
-def curve(name: str, points) -> dict:
+def curve(name: str, points, against=None) -> dict:
     """A held-out curve for a trained row's ``plateau=``: ``name`` says which curve (e.g. "MAGNET held-out MNTP
-    accuracy"), ``points`` its ``(step, value)`` evaluations, oriented so that training raises it."""
+    accuracy"), ``points`` its ``(step, value)`` evaluations, oriented so that training raises it. ``against``: the
+    curve of the method it is compared with, trained alike, for a row whose declaration reads the *gap* between the
+    two (``Declared.gap_stop``; :func:`helpers.curves.gap_stopped`)."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name={name!r} must say which held-out curve this is")
-    pairs = [[int(step), float(value)] for step, value in points]
-    if not pairs:
-        raise ValueError(f"points for {name!r} is empty; record the curve's evaluations")
-    return {"curve": name, "points": sorted(pairs)}
+    found = {"curve": name}
+    for key, given in (("points", points), ("against", against)):
+        if given is None and key == "against":
+            continue
+        pairs = [[int(step), float(value)] for step, value in given]
+        if not pairs:
+            raise ValueError(f"{key} for {name!r} is empty; record the curve's evaluations")
+        found[key] = sorted(pairs)
+    return found
 
 
 def check_curve(plateau) -> dict:
     """A row's held-out curve, ``{"curve": name, "points": [[step, value], ...]}`` (oriented so training raises it),
-    in its one stored form; an error naming it otherwise."""
-    if not isinstance(plateau, dict) or set(plateau) != {"curve", "points"} or not isinstance(plateau["curve"], str) \
-            or not plateau["curve"]:
+    with ``"against"``: the compared method's curve for a row read by its gap, in its one stored form; an error
+    naming it otherwise."""
+    if not isinstance(plateau, dict) or not {"curve", "points"} <= set(plateau) <= {"curve", "points", "against"} \
+            or not isinstance(plateau["curve"], str) or not plateau["curve"]:
         raise ValueError(f"plateau={plateau!r} must be a held-out curve {{'curve': name, 'points': [[step, value], "
-                         "...]}} (helpers.ledger.curve)")
-    points = plateau["points"]
-    if isinstance(points, str) or not all(isinstance(point, Sequence) and len(point) == 2 for point in points):
-        raise ValueError(f"plateau['points']={points!r} must be [step, value] pairs")
-    return {"curve": str(plateau["curve"]), "points": [[int(step), float(value)] for step, value in points]}
+                         "...]}}, with 'against' for a gap (helpers.ledger.curve)")
+    checked = {"curve": str(plateau["curve"])}
+    for key in ("points", "against"):
+        if key not in plateau:
+            continue
+        points = plateau[key]
+        if isinstance(points, str) or not all(isinstance(point, Sequence) and len(point) == 2 for point in points):
+            raise ValueError(f"plateau[{key!r}]={points!r} must be [step, value] pairs")
+        checked[key] = [[int(step), float(value)] for step, value in points]
+    return checked
 
 
 def number(value: float) -> str:

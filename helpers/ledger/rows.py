@@ -150,8 +150,14 @@ class Claim:
 
     @property
     def stopping(self):
-        """:func:`helpers.metrics.stopped_improving` on the held-out curve the row rests on; None without one."""
-        return None if self.plateau is None else metrics.stopped_improving(self.plateau["points"])
+        """:func:`helpers.metrics.stopped_improving` on the held-out curve the row rests on, or
+        :func:`helpers.curves.gap_stopped` on its gap to the compared curve (``"against"``, a declared gap); None
+        without one."""
+        if self.plateau is None:
+            return None
+        if "against" in self.plateau:
+            return metrics.gap_stopped(self.plateau["points"], self.plateau["against"])
+        return metrics.stopped_improving(self.plateau["points"])
 
     @property
     def still_improving(self) -> bool:

@@ -44,8 +44,10 @@ def _seed_combined(group: Sequence[Claim], seeds: Sequence[int], plan=None, look
     curves = [row.plateau for row in group]
     plateau = None  # a seed without a curve leaves the study without one
     if all(found is not None for found in curves):
+        gaps = all("against" in found for found in curves)  # a gap is read when every seed recorded it
         plateau = curve(f"{first.plateau['curve']}, mean of {len(group)} seeds",
-                        metrics.mean_curve([found["points"] for found in curves]))
+                        metrics.mean_curve([found["points"] for found in curves]),
+                        metrics.mean_curve([found["against"] for found in curves]) if gaps else None)
     return dataclasses.replace(
         first, verdict="", value=mean, low=low, high=high, n_seeds=len(group), seed_values=tuple(values),
         baseline_works=works, confound="; ".join(confounds), note=note,

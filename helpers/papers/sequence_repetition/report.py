@@ -327,27 +327,22 @@ def validation_curve(results, task: str, spec: dict) -> list[tuple[int, float]]:
 
 
 def budget_curve(results, task: str, claimed: dict, other: dict) -> dict | None:
-    """The held-out curve a fine-tuned comparison's budget check reads: the validation F1 curve of the tagger the
-    claim is about (``claimed``), unless that curve is shown to have stopped while the other tagger's (``other``)
-    is not, then the other's (conservative: *not reproduced* needs both to have stopped). None without evaluations."""
-    chosen = None
-    for spec in (claimed, other):
-        points = validation_curve(results, task, spec)
-        if not points:
-            continue
-        named = ledger.curve(f"{TAGGER_CURVE}: {Strategy(**spec).label} ({task})", points)
-        if chosen is None:
-            chosen = named
-        elif metrics.stopped_improving(chosen["points"]).stopped and not metrics.stopped_improving(points).stopped:
-            chosen = named
-    return chosen
+    """The held-out curves a fine-tuned comparison's budget check reads: the validation F1 curve of the tagger the
+    claim is about (``claimed``) and, as ``against``, the other tagger's (``other``), both trained under one
+    :class:`TaggerTraining`: the row's declaration reads their *gap* (``GAP_STOP``,
+    :func:`helpers.curves.gap_stopped`). None when either has no evaluations."""
+    points, against = (validation_curve(results, task, spec) for spec in (claimed, other))
+    if not points or not against:
+        return None
+    return ledger.curve(f"{TAGGER_CURVE}: {Strategy(**claimed).label} against {Strategy(**other).label} ({task})",
+                        points, against=against)
 
 
 def _fine_tuned_claims(results, tagging: TaggingData, num_layers: int, figure_prefix: str) -> list:
     """Fig. 2 (r=1 against r=0, r=2 against r=1), Table 1 (SR at its validation-best r against both baselines) and
     Fig. 5 (each exit at the paper's best exits, 19 and 24 of 32, against full depth, and the most against the fewest
-    repetitions there), from the fine-tuned runs. Each row's budget check reads the validation F1 curve of the
-    tagger the claim is about (the first of the pair; :func:`budget_curve`)."""
+    repetitions there), from the fine-tuned runs. Each row's budget check reads the gap between the two taggers'
+    validation F1 curves (:func:`budget_curve`)."""
     task = tagging.task
     has = lambda kind, r=0, exit_layer=None: not _selected(results, task, kind, r, exit_layer).empty  # noqa: E731
 

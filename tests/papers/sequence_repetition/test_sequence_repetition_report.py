@@ -170,17 +170,25 @@ def test_baselines_count_only_once_they_beat_the_causal_decoder():
     assert not tied["sr.fig2.r1_vs_r0"].baseline  # r = 1 against r = 0 is the paper's comparison itself
 
 
-def test_fine_tuned_rows_carry_the_claimed_taggers_validation_curve_or_the_one_still_moving():
+def test_fine_tuned_rows_carry_both_taggers_validation_curves_and_read_their_gap():
+    from helpers import metrics
+    from helpers.papers.sequence_repetition.declarations import GAP_STOP
     from helpers.papers.sequence_repetition.settings import TAGGER_CURVE
 
+    assert all(entry.gap_stop == GAP_STOP for entry in report.CLAIMS.values() if entry.trained)
     by_id = {row.id: row for row in _claims()}
     r1 = by_id["sr.fig2.r1_vs_r0"].plateau
-    assert r1["curve"].startswith(f"{TAGGER_CURVE}: SR r=1 (chunks)")
-    # the mean over the two seeds (5 and 29) at every evaluated step, x100
+    assert r1["curve"].startswith(f"{TAGGER_CURVE}: SR r=1 against SR r=0 (chunks)")
+    # the mean over the two seeds (5 and 29) at every evaluated step, x100, for each tagger
     assert r1["points"] == [[step, pytest.approx(saturating(step) + 1.7)] for step in STEPS]
+    assert r1["against"] == [[step, pytest.approx(saturating(step) + 1.7)] for step in STEPS]
     assert by_id["sr.fig2.r1_vs_r0"].stopping.stopped
-    assert by_id["sr.fig5.exit19.r1"].plateau["curve"].startswith(f"{TAGGER_CURVE}: SR r=1, exit@19 (chunks)")
-    # the claimed tagger has stopped but the other is still climbing: the row reads the moving one (conservative)
+    assert by_id["sr.fig5.exit19.r1"].plateau["curve"].startswith(f"{TAGGER_CURVE}: SR r=1, exit@19 against SR r=1")
+    # r = 0 still climbing under a flat r = 1: the gap keeps closing, so the row is not shown stopped
     moving = {row.id: row for row in _claims(curves={("sr", 0, None): rising})}
-    assert moving["sr.fig2.r1_vs_r0"].plateau["curve"].startswith(f"{TAGGER_CURVE}: SR r=0 (chunks)")
     assert not moving["sr.fig2.r1_vs_r0"].stopping.stopped
+    assert "gap still changing" in moving["sr.fig2.r1_vs_r0"].budget_text
+    # both still climbing alike: neither curve stops, their gap does
+    alike = {row.id: row for row in _claims(curves={("sr", 0, None): rising, ("sr", 1, None): rising})}
+    row = alike["sr.fig2.r1_vs_r0"]
+    assert not metrics.stopped_improving(row.plateau["points"]).stopped and row.stopping.stopped

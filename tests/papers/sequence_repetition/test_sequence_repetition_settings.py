@@ -49,8 +49,8 @@ def test_curve_points_count_the_validation_evaluations_in_the_last_half_of_train
     from helpers.papers.sequence_repetition.settings import TAGGER_CURVE, curve_points, tagger_evaluation_steps
 
     cpu = SETTINGS["cpu"].training
-    assert tagger_evaluation_steps(cpu) == list(range(5, 101, 5))  # every 5 of 100 steps; step 0 is skipped
-    assert curve_points("cpu") == {TAGGER_CURVE: 10} and curve_points("cpu")[TAGGER_CURVE] >= metrics.STOP_MIN_POINTS
+    assert tagger_evaluation_steps(cpu) == list(range(10, 401, 10))  # every 10 of 400 steps; step 0 is skipped
+    assert curve_points("cpu") == {TAGGER_CURVE: 20} and curve_points("cpu")[TAGGER_CURVE] >= metrics.STOP_MIN_POINTS
     points = [(step, 1.0) for step in tagger_evaluation_steps(cpu)]
     assert metrics.stopped_improving(points).points == curve_points("cpu")[TAGGER_CURVE]
     assert {entry.curve for entry in report.CLAIMS.values() if entry.trained} == {TAGGER_CURVE}
