@@ -6,7 +6,10 @@ finding's ``plateau``). For each curve:
 
 - its **gain** and **residual noise** (:func:`helpers.curves.residual_noise`, the scatter around the least-squares
   line over the last half) on the seed-mean curve, which is the curve a study judges (:func:`helpers.curves.mean_curve`);
-  a curve still bending at its last length has an inflated residual, so the noise is an upper bound;
+  a curve still bending at its last length has an inflated residual, so the noise is an upper bound. A finding read
+  by its *gap* to a method trained alike (``Declared.gap_stop``; its plateau holds ``against``) is designed on that
+  gap: the noise is the seed-mean gap's, the gain the claimed curve's, the simulation
+  :func:`helpers.curves.stop_power`'s ``gap=True``, and a seed's cost is both methods' runs;
 - for each candidate length (the study's length times 1, 2, 4, ...), the sparsest evaluation cadence at which
   :func:`helpers.curves.stop_power` reaches both targets (a stopped curve reads "stopped" in at least 80% of draws,
   one still rising 3 points per 100 steps reads "still improving" in at least 95%);
@@ -57,10 +60,19 @@ class Curve:
     notebooks: tuple[str, ...]
     findings: int
     seeds: dict  # seed -> [(step, value)]
+    against: dict | None = None  # seed -> the compared method's [(step, value)], for a finding read by its gap
 
     @cached_property
     def mean(self) -> list[tuple[int, float]]:
         return curves.mean_curve(list(self.seeds.values()))
+
+    @cached_property
+    def gap(self) -> list[tuple[int, float]] | None:
+        """The seed-mean gap (claimed minus compared) at the steps both evaluated; None for a single curve."""
+        if not self.against:
+            return None
+        other = dict(curves.mean_curve(list(self.against.values())))
+        return [(step, value - other[step]) for step, value in self.mean if step in other]
 
     @property
     def length(self) -> int:
@@ -82,12 +94,26 @@ def read_curves(profile: str = "cpu") -> list[Curve]:
             plateau = claim.get("plateau")
             if not isinstance(plateau, dict) or not plateau.get("points"):
                 continue
-            entry = found.setdefault(plateau["curve"], {"notebooks": set(), "findings": set(), "seeds": {}})
+            entry = found.setdefault(plateau["curve"], {"notebooks": set(), "findings": set(), "seeds": {},
+                                                        "against": {}})
             entry["notebooks"].add(Path(path).stem[:2])
             entry["findings"].add(claim["id"])
             entry["seeds"][seed] = [(int(step), float(value)) for step, value in plateau["points"]]
-    return [Curve(name, tuple(sorted(entry["notebooks"])), len(entry["findings"]), entry["seeds"])
+            if plateau.get("against"):
+                entry["against"][seed] = [(int(step), float(value)) for step, value in plateau["against"]]
+    return [Curve(name, tuple(sorted(entry["notebooks"])), len(entry["findings"]), entry["seeds"],
+                  entry["against"] if len(entry["against"]) == len(entry["seeds"]) else None)
             for name, entry in found.items()]
+
+
+def cost_rows(name: str) -> tuple[tuple[str | None, str | None], int]:
+    """The benchmark rows a curve's cost is read from, and how many runs of that cost a seed trains: a gap curve
+    ("<claimed> against <compared> (<task>)") costs its claimed method's run twice (the two train alike)."""
+    if " against " in name:
+        claimed, _, rest = name.partition(" against ")
+        task = rest[rest.rfind(" ("):] if " (" in rest else ""
+        return COST_ROWS.get(claimed + task, (None, None)), 2
+    return COST_ROWS.get(name, (None, None)), 1
 
 
 def read_costs(path: Path) -> tuple[dict, dict]:
@@ -107,9 +133,10 @@ def _by_prefix(table: dict, name: str | None):
 
 def design(curve: Curve, lengths, costs, speedup: float, draws: int) -> list[dict]:
     mean = curve.mean
-    noise, gain = curves.residual_noise(mean), mean[-1][1] - mean[0][1]
+    gap = curve.gap
+    noise, gain = curves.residual_noise(gap or mean), mean[-1][1] - mean[0][1]
     rise = curves.moving_rise(mean)
-    step_row, eval_row = COST_ROWS.get(curve.name, (None, None))
+    (step_row, eval_row), runs = cost_rows(curve.name)
     step_s = _by_prefix(costs[0], step_row) if step_row else None
     eval_s = _by_prefix(costs[1], eval_row)
     rows = []
@@ -117,7 +144,7 @@ def design(curve: Curve, lengths, costs, speedup: float, draws: int) -> list[dic
         steps = curve.length * factor
         at_recipe = every = minutes = share = None
         if gain > 0:  # a curve that has not risen is never shown stopped (curves.stopped_improving)
-            simulation = dict(steps=steps, noise=noise, gain=gain, rise=rise, draws=draws)
+            simulation = dict(steps=steps, noise=noise, gain=gain, rise=rise, draws=draws, gap=gap is not None)
             at_recipe = curves.stop_power(every=curve.every, **simulation)
             if eval_row is None:  # the training loss: logged at every step at no cost
                 every = 1 if curves.stop_power(every=1, **simulation).enough else None
@@ -125,9 +152,10 @@ def design(curve: Curve, lengths, costs, speedup: float, draws: int) -> list[dic
                 every = curves.cadence_for(most=max(1, steps // 5), **simulation)
         if every is not None and step_s is not None and eval_s is not None:
             evaluations = 0 if eval_row is None else len(curves.evaluation_steps(steps, every))
-            train, evaluate = steps * step_s / speedup, evaluations * eval_s
+            train, evaluate = runs * steps * step_s / speedup, runs * evaluations * eval_s
             minutes, share = (train + evaluate) / 60, evaluate / (train + evaluate)
-        rows.append({"curve": curve.name, "notebooks": curve.notebooks, "findings": curve.findings,
+        rows.append({"curve": curve.name + (" (gap)" if gap is not None else ""), "notebooks": curve.notebooks,
+                     "findings": curve.findings,
                      "seeds": len(curve.seeds), "noise": noise, "gain": gain, "steps": steps,
                      "power_at_recipe_cadence": None if at_recipe is None else (at_recipe.stopped, at_recipe.moving),
                      "recipe_every": curve.every,

@@ -332,6 +332,25 @@ def test_the_gap_of_two_curves_rising_alike_stops_while_neither_curve_does():
         curves.gap_stopped(_log_curve(10.0, every=10), [(5, 1.0), (15, 2.0)])
 
 
+def test_a_curve_rising_with_the_log_of_the_steps_reads_stopped_only_after_about_twenty_doublings():
+    """The equivalence test on a noise-free curve a + c ln(1 + step), which gains d = c ln 2 per doubling: the
+    least-squares slope over the last half (N/2 to N) is about 2 ln 2 c / N, so as many steps again add about 2 d,
+    while the gain so far is about d log2 N; it reads "stopped" only once 2 d <= 0.1 d log2 N, at N of about 2^20
+    steps, whatever d is. A learning curve that gains a fixed amount per doubling (notebook 02's MNTP accuracy,
+    about 5 points from 200 steps on) is never shown stopped at a length this workbook can train; a finding that
+    compares two methods trained alike can be read by their gap instead (gap_stopped)."""
+    from helpers import curves
+
+    def reading(steps, scale):
+        every = max(1, steps // 40)
+        return curves.stopped_improving([(step, 0.1 + scale * math.log1p(step))
+                                         for step in range(0, steps + 1, every)])
+
+    for scale in (0.01, 0.072, 5.0):
+        assert not reading(800, scale).stopped and not reading(2 ** 17, scale).stopped
+        assert reading(2 ** 21, scale).stopped
+
+
 def test_gap_stop_power_at_the_sr_taggers_cadence():
     """The SR taggers' cpu cadence (400 steps, validation every 10) at a gap noise of 1 F1 point and the r = 1
     curve's gain (67 points): a gap that stopped reads so in at least 80% of draws and one still widening 3 points per

@@ -33,7 +33,9 @@ def costs(tmp_path):
 def test_every_curve_of_the_committed_study_has_its_costs_named():
     found = stop_design.read_curves("cpu")
     assert found, "the committed study holds per-seed curves"
-    assert {curve.name for curve in found} <= set(stop_design.COST_ROWS), "a curve the script cannot cost"
+    for curve in found:
+        (step_row, _), _ = stop_design.cost_rows(curve.name)
+        assert step_row is not None, f"{curve.name}: a curve the script cannot cost"
     for curve in found:
         assert len(curve.seeds) >= 2 and curve.length >= 10 and curve.every >= 1
 
@@ -66,3 +68,24 @@ def test_bad_arguments_name_themselves(costs, tmp_path, capsys):
     with pytest.raises(SystemExit):
         stop_design.main(["--costs", str(costs), "--speedup", "0"])
     assert "--speedup" in capsys.readouterr().err
+
+
+def test_a_finding_read_by_its_gap_is_designed_on_the_gap_and_costs_both_runs(costs):
+    """Two SR taggers whose validation curves keep rising alike (a constant gap of 3 points, small noise): the
+    design reads the gap's noise, not the claimed curve's bend, simulates the gap test, and a seed pays for two runs."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    rising = lambda offset: [(step, offset + 10 * math.log1p(step) + 0.2 * rng.standard_normal())  # noqa: E731
+                             for step in range(10, 401, 10)]
+    name = "tagger validation F1: SR r=2 against SR r=1 (chunks)"
+    gap = stop_design.Curve(name, ("04",), 1, {seed: rising(3.0) for seed in range(3)},
+                            {seed: rising(0.0) for seed in range(3)})
+    assert stop_design.cost_rows(name) == (stop_design.COST_ROWS["tagger validation F1: SR r=2 (chunks)"], 2)
+    assert gap.gap[0][1] == pytest.approx(3.0, abs=1.0) and gap.gap[-1][0] == 400
+    row, = stop_design.design(gap, [1], stop_design.read_costs(costs), speedup=1.0, draws=200)
+    assert row["curve"].endswith("(gap)") and row["noise"] < 0.5 and row["every"] is not None
+    evaluated = len(curves.evaluation_steps(400, row["every"]))
+    assert row["minutes_per_seed"] == pytest.approx(2 * (400 * 1.0 + evaluated * 2.0) / 60)

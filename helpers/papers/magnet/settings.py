@@ -179,6 +179,7 @@ SETTINGS = {
     "cpu": MagnetSettings(seq_len=128, batch_size=4, phase1_steps=80, phase2_steps=20, lr=5e-4, train_blocks=2000,
                           span_min=4, span_max=32, sscl_batch_size=8, sscl_max_len=64, sscl_pool=2000,
                           simcse_steps=20, simcse_eval_every=10, eval_every=5, curve_every=20, checkpoint_every=20,
+                          heldout_blocks=16,  # notebook 02's held-out set (4 x 4 blocks): Table 1's gap reads both
                           gen_prefixes=50,
                           gen_new_tokens=128, gen_batch_size=200, curve_prefixes=8, infill_passages=40, infill_blocks=30,
                           infill_block_len=128, infill_examples=3, probe_source="silver", probe_train_sentences=200,

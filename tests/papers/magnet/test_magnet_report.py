@@ -1,4 +1,6 @@
 """MAGNET's report (seed 000): the claims quote the paper's numbers from :data:`PAPER` alone, in the ledger's order."""
+import math
+
 import numpy as np
 import pytest
 
@@ -227,3 +229,22 @@ def test_magnets_raise_margin_counts_only_where_the_llm2vec_style_adaptation_rai
     # the synthetic LLM2Vec-style texts repeat no sentence: no Rep-Sen raise, so its margin cannot be decided
     rep_sen = by_id["magnet.table5.rep_sen.magnet_raise_margin.five_word_prefixes"]
     assert rep_sen.baseline_works is False and rep_sen.verdict == "inconclusive"
+
+
+def test_table1s_rows_against_llm2vec_style_mntp_read_the_gap_between_the_two_adapters_curves():
+    """Both adapters still rising alike: neither curve is shown stopped, their gap is, so the rows against
+    LLM2Vec-style MNTP can read "no" while the rows against the base (MAGNET's own curve) cannot; without notebook
+    02's curve the gap rows carry none."""
+    rising = [(5 * k, 0.1 + 0.03 * math.log1p(5 * k)) for k in range(21)]
+    ahead = [(step, value + 0.02) for step, value in rising]
+    rows = _study_claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                         rows=P.claim_rows(middle=1), heldout=ahead, mntp_heldout=rising)
+    by_id = {row.id: row for row in rows}
+    for task in ("chunking", "ner", "pos"):
+        gap = by_id[f"magnet.table1.{task}.vs_llm2vec_mntp"]
+        assert gap.plateau["against"] == [pytest.approx(list(point)) for point in rising]
+        assert not gap.still_improving and "gap stopped changing" in gap.budget_text
+        assert by_id[f"magnet.table1.{task}.vs_base"].still_improving
+    alone = _study_claims(infilling=_infilling(), generations=_generations(), probes=_study(),
+                          rows=P.claim_rows(middle=1), heldout=ahead, mntp_heldout=None)
+    assert all(row.plateau is None for row in alone if row.id.endswith(".vs_llm2vec_mntp"))

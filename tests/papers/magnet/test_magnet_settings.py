@@ -46,3 +46,40 @@ def test_curve_points_count_the_evaluations_in_the_last_half_of_training_from_th
     assert counted[MAGNET_HELDOUT_CURVE] == len([s for s in steps if s >= cpu.total_steps / 2]) == 11
     assert counted[mntp_recipe.MNTP_HELDOUT_CURVE] >= metrics.STOP_MIN_POINTS  # notebook 02's MNTP run, every 5 steps
     assert curve_points(profiles.get("smoke")) == curve_points("smoke")
+
+
+def test_at_the_cpu_profile_magnet_and_llm2vec_style_mntp_train_alike_on_one_held_out_set(monkeypatch):
+    """Table 1's rows against LLM2Vec-style MNTP read the gap between the two adapters' held-out curves
+    (``declarations.GAP_STOP``): at the cpu profile both train the same steps of the same batch shape at the same
+    learning rate and score the same held-out blocks (notebook 02's set: ``heldout_batches`` with the same arguments)
+    at the same cadence."""
+    from helpers.papers.magnet import experiment as E
+    from helpers.papers.magnet.declarations import GAP_STOP
+    from helpers.papers.magnet.report import CLAIMS
+
+    magnet, mntp = SETTINGS["cpu"], mntp_recipe.MASKED_LM_RECIPES["cpu"]
+    assert (magnet.total_steps, magnet.batch_size, magnet.seq_len, magnet.lr, magnet.eval_every) == \
+        (mntp.steps, mntp.batch_size, mntp.seq_len, mntp.lr, mntp.eval_every)
+    assert magnet.grad_accum == mntp.grad_accum
+    assert magnet.heldout_blocks == mntp.eval_batches * mntp.batch_size and magnet.heldout_blocks % magnet.batch_size == 0
+    # both held-out sets come from one call of mntp_adapter.heldout_batches with the same arguments
+    from helpers import mntp_adapter
+
+    import inspect
+
+    signature, calls = inspect.signature(mntp_adapter.heldout_batches), []
+
+    def record(*args, **kwargs):  # every argument as the real function binds it, defaults included
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        calls.append(dict(bound.arguments))
+
+    monkeypatch.setattr(mntp_adapter, "heldout_batches", record)
+    tokenizer, cpu = object(), profiles.get("cpu")
+    monkeypatch.setattr(E, "mask_id_for", lambda _: 7)
+    E.heldout_mntp_batches(cpu, magnet, tokenizer)
+    mntp_adapter.notebook02_heldout_batches(tokenizer, cpu, 7)
+    magnet_call, mntp_call = ({name: value for name, value in call.items() if name != "asked"} for call in calls)
+    assert magnet_call == mntp_call and magnet_call["num_batches"] == 4
+    assert {key for key, entry in CLAIMS.items() if entry.gap_stop == GAP_STOP} == {
+        f"magnet.table1.{task}.vs_llm2vec_mntp" for task in ("chunking", "ner", "pos")}
