@@ -36,6 +36,9 @@ MODEL_VAR = "WORKBOOK_MODEL"  # random:<shape>: random weights of a real shape i
 # A seed study's examples look: every notebook's test-example sizes (its paper settings' EXAMPLE_SIZES) times this
 # whole number, on the same trained runs (scripts/study.py sets it; unset: 1)
 EXAMPLES_VAR = "WORKBOOK_EXAMPLES"
+# make reproduce's prefix: every trained run of a paper whose settings module defines ``at_prefix`` trains 1/N of
+# its length, a prefix of the study's runs (they extend); unset or 1: the full length, the study's (make reproduce STOPS=1)
+PREFIX_VAR = "WORKBOOK_PREFIX"
 RANDOM_PREFIX = "random:"
 # The random-weight models: the shape each one has (helpers.shapes.KNOWN_SHAPES holds the sizes).
 RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
@@ -155,6 +158,38 @@ def examples_scale() -> int:
     return scale
 
 
+def prefix_divisor() -> int:
+    """``WORKBOOK_PREFIX``: the share 1/N of their lengths the trained runs train (1 when unset or blank); an error
+    names the variable."""
+    raw = _setting(PREFIX_VAR)
+    if raw is None:
+        return 1
+    try:
+        divisor = int(raw.strip())
+    except ValueError:
+        divisor = 0
+    if divisor < 1:
+        raise ValueError(f"{PREFIX_VAR}={raw!r} must be a whole number >= 1 (each trained run trains 1/N of its "
+                         "length, a prefix of the study's), or unset for the full length")
+    return divisor
+
+
+def has_prefix(paper: str) -> bool:
+    """Whether ``paper``'s settings module defines ``at_prefix`` (its trained runs can stop at a prefix)."""
+    return callable(getattr(importlib.import_module(f"helpers.papers.{paper}.settings"), "at_prefix", None))
+
+
+def at_prefix(settings, divisor: int, paper: str):
+    """``settings`` with every trained run at 1/``divisor`` of its length (its settings module's ``at_prefix``): a
+    prefix of the runs the full length trains, since a run's key holds no length and its schedule none either. A
+    paper without ``at_prefix``, or a divisor of 1, keeps its settings."""
+    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
+        raise ValueError(f"divisor={divisor!r} must be a whole number >= 1")
+    if divisor == 1 or not has_prefix(paper):
+        return settings
+    return importlib.import_module(f"helpers.papers.{paper}.settings").at_prefix(settings, divisor)
+
+
 def example_sizes(paper: str) -> tuple[str, ...]:
     """The settings fields ``paper``'s test-example sizes are in (its settings module's ``EXAMPLE_SIZES``): what an
     examples look scales; ``()`` for a paper whose evaluation cannot grow (notebook 02's masked-LM recipe)."""
@@ -231,7 +266,8 @@ def settings_for(paper: str, profile: Profile | None = None, examples: int | Non
     (:class:`helpers.seeds.StudySeed`) names the seed fields that follow it and how far one study seed moves them
     (e.g. notebook 06's heads train from it); a paper whose settings name none reads ``profile.seed`` where it uses a
     seed. Their test-example sizes are ``examples`` times the table's (:func:`scale_examples`; None:
-    ``WORKBOOK_EXAMPLES``, 1 when unset).
+    ``WORKBOOK_EXAMPLES``, 1 when unset), and their trained runs 1/``WORKBOOK_PREFIX`` of their lengths
+    (:func:`at_prefix`; make reproduce's default).
     """
     if paper not in PAPERS:
         raise ValueError(f"paper={paper!r} has no settings; expected one of {PAPERS}")
@@ -245,4 +281,5 @@ def settings_for(paper: str, profile: Profile | None = None, examples: int | Non
         raise ValueError(f"helpers.papers.{paper}.settings.STUDY_SEED={study_seed!r} must be a helpers.seeds.StudySeed "
                          "(the seed fields a seed study's seed moves; StudySeed() for none)")
     settings = study_seed.apply(module.SETTINGS[profile.name], profile.seed)
-    return scale_examples(settings, examples_scale() if examples is None else examples, paper)
+    settings = scale_examples(settings, examples_scale() if examples is None else examples, paper)
+    return at_prefix(settings, prefix_divisor(), paper)

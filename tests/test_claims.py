@@ -480,6 +480,27 @@ def test_claims_record_their_provenance_and_the_ledger_keeps_it(tmp_path, monkey
     assert ledger.read_provenance()["05"] == origin and ledger.provenance_problems() == []
 
 
+def test_a_prefix_run_of_notebook_04_is_neither_gathered_nor_compared(tmp_path, monkeypatch, workbook, capsys):
+    """make reproduce's prefix (WORKBOOK_PREFIX=4) trains notebook 04's taggers a quarter of their steps: its claims
+    say so in their provenance, and the gather leaves the ledger's rows of 04 as they were, read at full length; a
+    notebook whose paper has no prefix (05) is gathered as always under the same variable."""
+    from helpers import profiles
+
+    workbook()
+    sr = dict(ROW, notebook="04", paper="003", id="sr.test.row")
+    ledger.record([ledger.Claim(**sr)], notebook="04", profile="cpu", parameters=_params("04"))
+    before = [row for row in ledger.gather() if row.notebook == "04"]
+    monkeypatch.setenv(profiles.PREFIX_VAR, "4")
+    path = ledger.record([ledger.Claim(**{**sr, "low": 1.0, "high": 3.0})], notebook="04", profile="cpu",
+                         parameters=_params("04"))
+    assert json.loads(path.read_text())["provenance"]["prefix"] == 4
+    five = ledger.record([ledger.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    assert "prefix" not in json.loads(five.read_text())["provenance"]
+    rows = ledger.gather()
+    assert [row for row in rows if row.notebook == "04"] == before and any(row.notebook == "05" for row in rows)
+    assert "notebook 04: a prefix run (each trained run at 1/4 of its length" in capsys.readouterr().out
+
+
 def test_gather_refuses_smoke_claims_filed_under_the_cpu_profile(tmp_path, monkeypatch, workbook):
     from helpers import profiles
 

@@ -76,6 +76,12 @@ def _fresh_claims(profile: str, notebooks: Sequence[str] | None, study: bool, le
         model = payload["provenance"].get("model") if isinstance(payload.get("provenance"), dict) else None
         if profiles.is_random_model(model):
             raise ProvenanceError(random_weights_refusal(model, path.stem))
+        prefix = payload["provenance"].get("prefix", 1) if isinstance(payload.get("provenance"), dict) else 1
+        if prefix != 1:
+            print(f"[claims] notebook {path.stem}: a prefix run (each trained run at 1/{prefix} of its length, "
+                  f"{profiles.PREFIX_VAR}={prefix}): not gathered, and not compared with the ledger's rows, which "
+                  "are read at the full lengths (make reproduce STOPS=1 runs those)")
+            continue
         check_provenance(payload.get("provenance"), profile, path.stem)
         if "study" in payload["provenance"]:
             rederive_study(payload, profile, path.stem)

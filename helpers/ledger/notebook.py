@@ -154,6 +154,9 @@ def write_sealed(notebook: str, name: str, profile, content: dict, *, parameters
     if "claims" in content and (origin["mntp_adapter"] or {}).get("source") == "fallback":
         print(f"[claims] notebook {notebook}'s rows rest on the short fallback MNTP adapter (notebook 02 had not run); "
               "their provenance says so")
+    prefix = profiles.prefix_divisor()
+    if prefix > 1 and profiles.has_prefix(profiles.NOTEBOOK_PAPERS[notebook]):  # make reproduce's shorter runs
+        origin["prefix"] = prefix
     folder, study_seed = claims_dir(profile.name), profiles.study_seed()
     if study_seed is not None:  # one seed of a seed study: its own files, never the single-seed ones
         origin["study_seed"], origin["examples_scale"] = study_seed, profiles.examples_scale()
