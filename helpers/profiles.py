@@ -142,36 +142,33 @@ def dtype_override() -> str | None:
     return name
 
 
-def examples_scale() -> int:
-    """``WORKBOOK_EXAMPLES``: how many times its test-example sizes each notebook scores (1 when unset or blank); an
-    error names the variable."""
-    raw = _setting(EXAMPLES_VAR)
+def _whole_number_at_least_one(variable: str, meaning: str, unset: str) -> int:
+    """The environment variable ``variable`` as a whole number >= 1 (1 when unset or blank); an error names the
+    variable, what it means and what leaving it unset does."""
+    raw = _setting(variable)
     if raw is None:
         return 1
     try:
-        scale = int(raw.strip())
+        value = int(raw.strip())
     except ValueError:
-        scale = 0
-    if scale < 1:
-        raise ValueError(f"{EXAMPLES_VAR}={raw!r} must be a whole number >= 1 (how many times each notebook's test "
-                         "examples, prompts and draws it scores), or unset for 1")
-    return scale
+        value = 0
+    if value < 1:
+        raise ValueError(f"{variable}={raw!r} must be a whole number >= 1 ({meaning}), or unset for {unset}")
+    return value
+
+
+def examples_scale() -> int:
+    """``WORKBOOK_EXAMPLES``: how many times its test-example sizes each notebook scores (1 when unset or blank); an
+    error names the variable."""
+    return _whole_number_at_least_one(EXAMPLES_VAR, "how many times each notebook's test examples, prompts and draws "
+                                                    "it scores", "1")
 
 
 def prefix_divisor() -> int:
     """``WORKBOOK_PREFIX``: the share 1/N of their lengths the trained runs train (1 when unset or blank); an error
     names the variable."""
-    raw = _setting(PREFIX_VAR)
-    if raw is None:
-        return 1
-    try:
-        divisor = int(raw.strip())
-    except ValueError:
-        divisor = 0
-    if divisor < 1:
-        raise ValueError(f"{PREFIX_VAR}={raw!r} must be a whole number >= 1 (each trained run trains 1/N of its "
-                         "length, a prefix of the study's), or unset for the full length")
-    return divisor
+    return _whole_number_at_least_one(PREFIX_VAR, "each trained run trains 1/N of its length, a prefix of the "
+                                                  "study's", "the full length")
 
 
 def has_prefix(paper: str) -> bool:
