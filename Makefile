@@ -34,13 +34,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test,notebooks]"
 	touch $@
 
-# make reproduce trains each run that can stop at a prefix at 1/REPRODUCE_PREFIX of its length (a prefix of the
-# study's runs: they extend); STOPS=1 trains every run to the study's full length.
-REPRODUCE_PREFIX ?= 4
+# make reproduce trains each run that can stop at a prefix at a quarter of its length (helpers.profiles.REPRODUCE_PREFIX,
+# a prefix of the study's runs: they extend); STOPS=1 trains every run to the study's full length.
 STOPS ?=
 reproduce: setup
-	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) WORKBOOK_PREFIX=$(if $(strip $(STOPS)),1,$(REPRODUCE_PREFIX)) \
-		$(PY) scripts/reproduce.py
+	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(if $(strip $(STOPS)),WORKBOOK_PREFIX=1) $(PY) scripts/reproduce.py
 
 # The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
 # By default the sequential plan (looks after STUDY_LOOKS seeds, Pocock's boundary, futility stops); STUDY_SEEDS

@@ -39,6 +39,7 @@ EXAMPLES_VAR = "WORKBOOK_EXAMPLES"
 # make reproduce's prefix: every trained run of a paper whose settings module defines ``at_prefix`` trains 1/N of
 # its length, a prefix of the study's runs (they extend); unset or 1: the full length, the study's (make reproduce STOPS=1)
 PREFIX_VAR = "WORKBOOK_PREFIX"
+REPRODUCE_PREFIX = 4  # make reproduce's WORKBOOK_PREFIX when unset; the seed study records its seeds at it too
 RANDOM_PREFIX = "random:"
 # The random-weight models: the shape each one has (helpers.shapes.KNOWN_SHAPES holds the sizes).
 RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
@@ -255,7 +256,7 @@ PAPERS = papers.PACKAGES  # the paper packages with settings, from the registry 
 NOTEBOOK_PAPERS = papers.NOTEBOOK_PACKAGES
 
 
-def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None):
+def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None, prefix: int | None = None):
     """A paper's own settings for a profile: ``helpers.papers.<paper>.settings.SETTINGS[profile.name]``.
 
     Each notebook keeps its sizes next to the code they drive, one entry per profile. The profile's seed (a seed
@@ -263,8 +264,8 @@ def settings_for(paper: str, profile: Profile | None = None, examples: int | Non
     (:class:`helpers.seeds.StudySeed`) names the seed fields that follow it and how far one study seed moves them
     (e.g. notebook 06's heads train from it); a paper whose settings name none reads ``profile.seed`` where it uses a
     seed. Their test-example sizes are ``examples`` times the table's (:func:`scale_examples`; None:
-    ``WORKBOOK_EXAMPLES``, 1 when unset), and their trained runs 1/``WORKBOOK_PREFIX`` of their lengths
-    (:func:`at_prefix`; make reproduce's default).
+    ``WORKBOOK_EXAMPLES``, 1 when unset), and their trained runs 1/``prefix`` of their lengths (:func:`at_prefix`;
+    None: ``WORKBOOK_PREFIX``, make reproduce's default).
     """
     if paper not in PAPERS:
         raise ValueError(f"paper={paper!r} has no settings; expected one of {PAPERS}")
@@ -279,4 +280,4 @@ def settings_for(paper: str, profile: Profile | None = None, examples: int | Non
                          "(the seed fields a seed study's seed moves; StudySeed() for none)")
     settings = study_seed.apply(module.SETTINGS[profile.name], profile.seed)
     settings = scale_examples(settings, examples_scale() if examples is None else examples, paper)
-    return at_prefix(settings, prefix_divisor(), paper)
+    return at_prefix(settings, prefix_divisor() if prefix is None else prefix, paper)

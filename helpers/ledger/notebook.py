@@ -160,7 +160,7 @@ def write_sealed(notebook: str, name: str, profile, content: dict, *, parameters
     folder, study_seed = claims_dir(profile.name), profiles.study_seed()
     if study_seed is not None:  # one seed of a seed study: its own files, never the single-seed ones
         origin["study_seed"], origin["examples_scale"] = study_seed, profiles.examples_scale()
-        folder = study_dir(profile.name, study_seed, origin["examples_scale"])
+        folder = study_dir(profile.name, study_seed, origin["examples_scale"], origin.get("prefix", 1))
     fields = {key: value for key, value in content.items() if key != "claims"}
     written = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     path = folder / f"{name}.json"
