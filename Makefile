@@ -1,5 +1,6 @@
 # The workbook's two commands:
-#   make reproduce   set everything up, then run every notebook in order (WORKBOOK_PROFILE, default cpu/gpu)
+#   make reproduce   set everything up, then run every notebook in order (WORKBOOK_PROFILE, default cpu/gpu; runs
+#                    that extend train a prefix of the study's length, STOPS=1 the full length)
 #   make test        set everything up, then the unit tests and every notebook under nbmake (smoke profile)
 PYTHON ?= python3
 VENV ?= .venv
@@ -33,8 +34,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test,notebooks]"
 	touch $@
 
+# make reproduce trains each run that can stop at a prefix at a quarter of its length (helpers.profiles.REPRODUCE_PREFIX,
+# a prefix of the study's runs: they extend); STOPS=1 trains every run to the study's full length.
+STOPS ?=
 reproduce: setup
-	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(PY) scripts/reproduce.py
+	WORKBOOK_PROFILE=$(WORKBOOK_PROFILE) $(if $(strip $(STOPS)),WORKBOOK_PREFIX=1) $(PY) scripts/reproduce.py
 
 # The seed study: the notebooks whose trained rows record their point estimate, once per seed, then the ledger.
 # By default the sequential plan (looks after STUDY_LOOKS seeds, Pocock's boundary, futility stops); STUDY_SEEDS

@@ -48,7 +48,7 @@ NOTEBOOKS = ("01", "02", "03", "04", "05", "06", "07")
 NOTEBOOK_TIMEOUT_S = 1800
 RECORD_RUNS = 2  # a record runs the slice this many times: what differs between them is volatile
 # Environment the slice sets itself; a study's or a user's setting of these must not leak into it.
-_CLEARED = ("WORKBOOK_SEED", "WORKBOOK_EXAMPLES", "WORKBOOK_DTYPE", "WORKBOOK_MODEL")
+_CLEARED = ("WORKBOOK_SEED", "WORKBOOK_EXAMPLES", "WORKBOOK_DTYPE", "WORKBOOK_MODEL", "WORKBOOK_PREFIX")
 # Fields that say where and when, never what: the run's provenance (commit, machine) and write times.
 _WHERE_AND_WHEN = re.compile(r"(^|\.)(written|digest|provenance\.(commit|dirty|machine\..*|written))$")
 _FINGERPRINT = re.compile(r"[0-9a-f]{12}")

@@ -36,6 +36,10 @@ MODEL_VAR = "WORKBOOK_MODEL"  # random:<shape>: random weights of a real shape i
 # A seed study's examples look: every notebook's test-example sizes (its paper settings' EXAMPLE_SIZES) times this
 # whole number, on the same trained runs (scripts/study.py sets it; unset: 1)
 EXAMPLES_VAR = "WORKBOOK_EXAMPLES"
+# make reproduce's prefix: every trained run of a paper whose settings module defines ``at_prefix`` trains 1/N of
+# its length, a prefix of the study's runs (they extend); unset or 1: the full length, the study's (make reproduce STOPS=1)
+PREFIX_VAR = "WORKBOOK_PREFIX"
+REPRODUCE_PREFIX = 4  # make reproduce's WORKBOOK_PREFIX when unset; the seed study records its seeds at it too
 RANDOM_PREFIX = "random:"
 # The random-weight models: the shape each one has (helpers.shapes.KNOWN_SHAPES holds the sizes).
 RANDOM_MODELS = {"random:smollm2-135m": "SmolLM2-135M", "random:smollm2-360m": "SmolLM2-360M"}
@@ -139,20 +143,49 @@ def dtype_override() -> str | None:
     return name
 
 
-def examples_scale() -> int:
-    """``WORKBOOK_EXAMPLES``: how many times its test-example sizes each notebook scores (1 when unset or blank); an
-    error names the variable."""
-    raw = _setting(EXAMPLES_VAR)
+def _whole_number_at_least_one(variable: str, meaning: str, unset: str) -> int:
+    """The environment variable ``variable`` as a whole number >= 1 (1 when unset or blank); an error names the
+    variable, what it means and what leaving it unset does."""
+    raw = _setting(variable)
     if raw is None:
         return 1
     try:
-        scale = int(raw.strip())
+        value = int(raw.strip())
     except ValueError:
-        scale = 0
-    if scale < 1:
-        raise ValueError(f"{EXAMPLES_VAR}={raw!r} must be a whole number >= 1 (how many times each notebook's test "
-                         "examples, prompts and draws it scores), or unset for 1")
-    return scale
+        value = 0
+    if value < 1:
+        raise ValueError(f"{variable}={raw!r} must be a whole number >= 1 ({meaning}), or unset for {unset}")
+    return value
+
+
+def examples_scale() -> int:
+    """``WORKBOOK_EXAMPLES``: how many times its test-example sizes each notebook scores (1 when unset or blank); an
+    error names the variable."""
+    return _whole_number_at_least_one(EXAMPLES_VAR, "how many times each notebook's test examples, prompts and draws "
+                                                    "it scores", "1")
+
+
+def prefix_divisor() -> int:
+    """``WORKBOOK_PREFIX``: the share 1/N of their lengths the trained runs train (1 when unset or blank); an error
+    names the variable."""
+    return _whole_number_at_least_one(PREFIX_VAR, "each trained run trains 1/N of its length, a prefix of the "
+                                                  "study's", "the full length")
+
+
+def has_prefix(paper: str) -> bool:
+    """Whether ``paper``'s settings module defines ``at_prefix`` (its trained runs can stop at a prefix)."""
+    return callable(getattr(importlib.import_module(f"helpers.papers.{paper}.settings"), "at_prefix", None))
+
+
+def at_prefix(settings, divisor: int, paper: str):
+    """``settings`` with every trained run at 1/``divisor`` of its length (its settings module's ``at_prefix``): a
+    prefix of the runs the full length trains, since a run's key holds no length and its schedule none either. A
+    paper without ``at_prefix``, or a divisor of 1, keeps its settings."""
+    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
+        raise ValueError(f"divisor={divisor!r} must be a whole number >= 1")
+    if divisor == 1 or not has_prefix(paper):
+        return settings
+    return importlib.import_module(f"helpers.papers.{paper}.settings").at_prefix(settings, divisor)
 
 
 def example_sizes(paper: str) -> tuple[str, ...]:
@@ -223,7 +256,7 @@ PAPERS = papers.PACKAGES  # the paper packages with settings, from the registry 
 NOTEBOOK_PAPERS = papers.NOTEBOOK_PACKAGES
 
 
-def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None):
+def settings_for(paper: str, profile: Profile | None = None, examples: int | None = None, prefix: int | None = None):
     """A paper's own settings for a profile: ``helpers.papers.<paper>.settings.SETTINGS[profile.name]``.
 
     Each notebook keeps its sizes next to the code they drive, one entry per profile. The profile's seed (a seed
@@ -231,7 +264,8 @@ def settings_for(paper: str, profile: Profile | None = None, examples: int | Non
     (:class:`helpers.seeds.StudySeed`) names the seed fields that follow it and how far one study seed moves them
     (e.g. notebook 06's heads train from it); a paper whose settings name none reads ``profile.seed`` where it uses a
     seed. Their test-example sizes are ``examples`` times the table's (:func:`scale_examples`; None:
-    ``WORKBOOK_EXAMPLES``, 1 when unset).
+    ``WORKBOOK_EXAMPLES``, 1 when unset), and their trained runs 1/``prefix`` of their lengths (:func:`at_prefix`;
+    None: ``WORKBOOK_PREFIX``, make reproduce's default).
     """
     if paper not in PAPERS:
         raise ValueError(f"paper={paper!r} has no settings; expected one of {PAPERS}")
@@ -245,4 +279,5 @@ def settings_for(paper: str, profile: Profile | None = None, examples: int | Non
         raise ValueError(f"helpers.papers.{paper}.settings.STUDY_SEED={study_seed!r} must be a helpers.seeds.StudySeed "
                          "(the seed fields a seed study's seed moves; StudySeed() for none)")
     settings = study_seed.apply(module.SETTINGS[profile.name], profile.seed)
-    return scale_examples(settings, examples_scale() if examples is None else examples, paper)
+    settings = scale_examples(settings, examples_scale() if examples is None else examples, paper)
+    return at_prefix(settings, prefix_divisor() if prefix is None else prefix, paper)

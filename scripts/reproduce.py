@@ -9,6 +9,9 @@ never passes for a full one. Ctrl-C (SIGINT)
 stops the run: the running notebook's kernel is shut down (kernels run in their own sessions, so the terminal's
 signal reaches only this script), its executed copy is kept, the notebooks that finished are named, nothing is
 gathered, and the run exits 130.
+Runs that extend and whose paper says how to stop them early train make reproduce's prefix
+(``helpers.profiles.REPRODUCE_PREFIX``, a quarter of their length) unless ``WORKBOOK_PREFIX`` is set (1: the full
+length, ``make reproduce STOPS=1``).
 Usage: WORKBOOK_PROFILE=cpu python scripts/reproduce.py [notebooks/01_*.ipynb ...]
 """
 from __future__ import annotations
@@ -175,5 +178,10 @@ def interrupted(during: Path, paths: list[Path], timings: list[tuple[str, float]
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    from helpers import profiles
+
+    # runs that extend stop at make reproduce's prefix unless WORKBOOK_PREFIX says otherwise (1: the full length)
+    os.environ.setdefault(profiles.PREFIX_VAR, str(profiles.REPRODUCE_PREFIX))
     chosen = [Path(arg).resolve() for arg in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     raise SystemExit(run(chosen))

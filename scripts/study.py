@@ -42,19 +42,30 @@ def _profile():
     return profiles.get(profiles.parse_profile_name(os.environ.get(profiles.ENV_VAR)))
 
 
-def _seed_done(profile: str, seed: int, notebook: str, examples: int = 1) -> bool:
+# make reproduce's prefix (helpers.profiles.REPRODUCE_PREFIX): each seed of a notebook whose paper can stop its runs
+# at a prefix (helpers.profiles.has_prefix) first trains that prefix, its claims written to claims/study/<profile>/
+# prefix-<N>/, and then extends the same runs to the full length, so a make reproduce run is compared with the study
+# at the same step. The order matters: a run trained to its full length first keeps no weights of its prefix's best.
+def _study_prefix() -> int:
+    from helpers import profiles
+
+    return profiles.REPRODUCE_PREFIX
+
+
+def _seed_done(profile: str, seed: int, notebook: str, examples: int = 1, prefix: int = 1) -> bool:
     """Whether seed ``seed`` of ``notebook`` (at ``examples`` times its test examples) need not run again: its claims
     file is there under the profile with that seed, the notebook's parameters, and code for the notebook unchanged
     since (:func:`helpers.ledger.study_seed_is_done`), since gathering refuses a seed computed by other code; a
     committed per-seed file from older code is run again, not kept."""
     from helpers import ledger
 
-    return ledger.study_seed_is_done(profile, seed, notebook, examples)
+    return ledger.study_seed_is_done(profile, seed, notebook, examples, prefix)
 
 
 def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute, examples: int = 1):
     """Run ``paths`` (in order) once per seed under ``WORKBOOK_SEED`` (skipping a (seed, notebook) whose claims are there), at
-    ``examples`` times their test examples (``WORKBOOK_EXAMPLES``: an examples look, on the seeds' trained runs).
+    ``examples`` times their test examples (``WORKBOOK_EXAMPLES``: an examples look, on the seeds' trained runs). A
+    notebook whose runs stop at a prefix first runs each new seed at make reproduce's prefix (``WORKBOOK_PREFIX``).
     Returns ``{(seed, notebook file): error}`` of the failed runs, or None when interrupted (reported)."""
     os.environ.setdefault("WORKBOOK_ROOT", str(ROOT))
     from helpers import profiles
@@ -73,26 +84,36 @@ def run_seeds(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=e
             if _seed_done(profile.name, seed, notebook, examples):
                 print(f"[seed {seed}] {path.name}{scaled}: done earlier", flush=True)
                 continue
-            out_dir = runs_dir() / "notebooks" / (f"seed-{seed}" if examples == 1 else f"examples-x{examples}-seed-{seed}")
-            os.environ[profiles.SEED_VAR] = str(seed)
-            os.environ[profiles.EXAMPLES_VAR] = str(examples)
-            try:
-                start = time.perf_counter()
-                print(f"[seed {seed}] running {path.name}{scaled} ...", flush=True)
-                error = runner(path, out_dir, timeout)
-            except KeyboardInterrupt:
-                finished = [f"seed {s} {p.name[:2]}" for s in seeds for p in paths
-                            if _seed_done(profile.name, s, p.name[:2], examples)]
-                print(f"\n[study] interrupted during seed {seed} {path.name}{scaled}: finished "
-                      f"{', '.join(finished) or 'none'}; nothing combined or gathered (rerun the study: finished "
-                      "seeds are kept)", file=sys.stderr)
-                return None
-            finally:
-                del os.environ[profiles.SEED_VAR], os.environ[profiles.EXAMPLES_VAR]
-            print(f"[seed {seed}] {path.name}: {time.perf_counter() - start:.1f} s" + (f"  FAILED ({error})" if error else ""),
-                  flush=True)
-            if error:
-                failed[(seed, path.name)] = error
+            prefixes = [1]
+            if examples == 1 and profiles.has_prefix(profiles.NOTEBOOK_PAPERS[notebook]) \
+                    and not _seed_done(profile.name, seed, notebook, prefix=_study_prefix()):
+                prefixes = [_study_prefix(), 1]  # the prefix first: its best weights are kept for the full run to extend
+            for prefix in prefixes:
+                cut = "" if prefix == 1 else f" at 1/{prefix} of its trained runs' lengths"
+                out_dir = runs_dir() / "notebooks" / (f"seed-{seed}" if examples == 1 and prefix == 1 else
+                                                      f"examples-x{examples}-seed-{seed}" if prefix == 1 else
+                                                      f"prefix-{prefix}-seed-{seed}")
+                os.environ[profiles.SEED_VAR] = str(seed)
+                os.environ[profiles.EXAMPLES_VAR] = str(examples)
+                os.environ[profiles.PREFIX_VAR] = str(prefix)
+                try:
+                    start = time.perf_counter()
+                    print(f"[seed {seed}] running {path.name}{scaled}{cut} ...", flush=True)
+                    error = runner(path, out_dir, timeout)
+                except KeyboardInterrupt:
+                    finished = [f"seed {s} {p.name[:2]}" for s in seeds for p in paths
+                                if _seed_done(profile.name, s, p.name[:2], examples)]
+                    print(f"\n[study] interrupted during seed {seed} {path.name}{scaled}{cut}: finished "
+                          f"{', '.join(finished) or 'none'}; nothing combined or gathered (rerun the study: finished "
+                          "seeds are kept)", file=sys.stderr)
+                    return None
+                finally:
+                    del os.environ[profiles.SEED_VAR], os.environ[profiles.EXAMPLES_VAR], os.environ[profiles.PREFIX_VAR]
+                print(f"[seed {seed}] {path.name}{cut}: {time.perf_counter() - start:.1f} s"
+                      + (f"  FAILED ({error})" if error else ""), flush=True)
+                if error:
+                    failed[(seed, path.name)] = error
+                    break
     return failed
 
 

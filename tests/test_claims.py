@@ -215,12 +215,13 @@ def workbook(git_workbook):
     return lambda doc_tail="": git_workbook(docs=True, doc_tail=doc_tail, synthetic=True)
 
 
-def _params(notebook, profile="cpu"):
-    """The parameters notebook ``notebook``'s parameters cell registers, unedited, under ``profile``."""
+def _params(notebook, profile="cpu", prefix=1):
+    """The parameters notebook ``notebook``'s parameters cell registers, unedited, under ``profile`` (its trained runs
+    at 1/``prefix`` of their lengths)."""
     from helpers import profiles
 
     cfg = profiles.get(profile) if isinstance(profile, str) else profile
-    return ledger.parameters(notebook, cfg, *ledger.notebook_settings(notebook, cfg))
+    return ledger.parameters(notebook, cfg, *ledger.notebook_settings(notebook, cfg, prefix=prefix))
 
 
 def test_record_gather_and_docs_round_trip(tmp_path, monkeypatch, workbook):
@@ -478,6 +479,30 @@ def test_claims_record_their_provenance_and_the_ledger_keeps_it(tmp_path, monkey
     assert origin["machine"]["torch"] and "cpu" in origin["machine"]
     ledger.gather()
     assert ledger.read_provenance()["05"] == origin and ledger.provenance_problems() == []
+
+
+def test_a_prefix_run_of_notebook_04_is_not_gathered(tmp_path, monkeypatch, workbook, capsys):
+    """make reproduce's prefix (WORKBOOK_PREFIX=4) trains notebook 04's taggers a quarter of their steps: its claims
+    say so in their provenance, and the gather leaves the ledger's rows of 04 as they were, read at full length
+    (with no study seeds at the prefix it compares nothing; tests/test_study.py compares with them); a notebook whose
+    paper has no prefix (05) is gathered as always under the same variable."""
+    from helpers import profiles
+
+    workbook()
+    sr = dict(ROW, notebook="04", paper="003", id="sr.test.row")
+    ledger.record([ledger.Claim(**sr)], notebook="04", profile="cpu", parameters=_params("04"))
+    before = [row for row in ledger.gather() if row.notebook == "04"]
+    monkeypatch.setenv(profiles.PREFIX_VAR, "4")
+    path = ledger.record([ledger.Claim(**{**sr, "low": 1.0, "high": 3.0})], notebook="04", profile="cpu",
+                         parameters=_params("04", prefix=4))
+    assert json.loads(path.read_text())["provenance"]["prefix"] == 4
+    five = ledger.record([ledger.Claim(**ROW)], notebook="05", profile="cpu", parameters=_params("05"))
+    assert "prefix" not in json.loads(five.read_text())["provenance"]
+    rows = ledger.gather()
+    assert [row for row in rows if row.notebook == "04"] == before and any(row.notebook == "05" for row in rows)
+    out = capsys.readouterr().out
+    assert "notebook 04: a prefix run (each trained run at 1/4 of its length" in out
+    assert "the study recorded no seeds at this prefix to compare with" in out
 
 
 def test_gather_refuses_smoke_claims_filed_under_the_cpu_profile(tmp_path, monkeypatch, workbook):

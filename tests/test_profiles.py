@@ -134,3 +134,32 @@ def test_a_paper_without_test_example_sizes_refuses_an_examples_look():
     with pytest.raises(ValueError, match="paper='lecture' names no test-example sizes"):
         profiles.settings_for("lecture", profiles.get("cpu"), 2)
     assert profiles.settings_for("lecture", profiles.get("cpu"), 1) == profiles.settings_for("lecture", profiles.get("cpu"))
+
+
+def test_make_reproduces_prefix_trains_a_prefix_of_the_sr_taggers_and_leaves_other_papers_as_they_are(monkeypatch):
+    """WORKBOOK_PREFIX=4 trains notebook 04's taggers 1/4 of their steps on the same cadence (a prefix of the full
+    run: the tagger's run key holds everything else of TaggerTraining), at least one cadence at the smoke profile;
+    papers without ``at_prefix`` keep their settings; a bad value is refused by name."""
+    import dataclasses
+
+    from helpers.papers.sequence_repetition import experiment as sr_experiment
+
+    cpu = profiles.get("cpu")
+    full = profiles.settings_for("sequence_repetition", cpu)
+    monkeypatch.setenv(profiles.PREFIX_VAR, "4")
+    prefix = profiles.settings_for("sequence_repetition", cpu)
+    assert (prefix.training.steps, prefix.training.eval_every) == (full.training.steps // 4, full.training.eval_every)
+    assert dataclasses.replace(prefix, training=full.training) == full
+    assert dataclasses.replace(prefix.training, steps=full.training.steps) == full.training
+    # the same run folder: a tagger's key holds its training without the length
+    assert sr_experiment.run_folder_training(prefix.training) == sr_experiment.run_folder_training(full.training)
+    smoke = profiles.settings_for("sequence_repetition", profiles.get("smoke"))
+    assert smoke.training.steps == smoke.training.eval_every == 1
+    assert profiles.has_prefix("sequence_repetition") and not profiles.has_prefix("magnet")
+    assert profiles.settings_for("magnet", cpu) == profiles.settings_for("magnet", cpu, 1)
+    monkeypatch.delenv(profiles.PREFIX_VAR)
+    assert profiles.settings_for("sequence_repetition", cpu) == full
+    for raw in ("0", "half"):
+        monkeypatch.setenv(profiles.PREFIX_VAR, raw)
+        with pytest.raises(ValueError, match=f"WORKBOOK_PREFIX={raw!r} must be a whole number >= 1"):
+            profiles.settings_for("sequence_repetition", cpu)

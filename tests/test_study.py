@@ -261,3 +261,48 @@ def test_a_study_asked_to_stop_after_a_look_stops_there_and_resumes_at_the_next(
     assert study.sequential_study(paths, sequential.SequentialPlan(), runner=_planned_notebook(calls)) == 0
     assert calls == [(3, "05"), (4, "05")]  # the finished seeds are kept
     assert {row.notebook: row.n_seeds for row in ledger.read_rows(ledger.ledger_path())} == {"02": 3, "05": 5}
+
+
+def test_a_notebook_whose_runs_stop_at_a_prefix_records_it_first_and_a_reproduce_run_is_compared_at_it(
+        workbook, load_script, monkeypatch, capsys):
+    """Notebook 04's taggers stop at a prefix (make reproduce trains a quarter of their steps): each study seed runs
+    the prefix first (its best weights kept for the full run to extend), writing claims/study/cpu/prefix-4/, then the
+    full length, which alone makes the ledger's rows; a resumed study runs neither again. A make reproduce run at the
+    prefix is compared with the study's seeds at the same prefix (inside), never with the full-length seeds (it
+    would lie outside them), and is not gathered."""
+    study = load_script("study")
+    notebook = workbook.root / "notebooks" / "04_sequence_repetition.ipynb"
+    calls = []
+
+    def row_at(value):
+        return ledger.Claim(id="sr.fig2.test", notebook="04", paper="003", where="Fig. 2", claim="r=1 beats r=0",
+                            paper_value="+", ours="x", low=value - 1.0, high=value + 1.0, value=value,
+                            method="bootstrap", n=10, trained=True, quantity="F1 difference")
+
+    def record(value, prefix):
+        cfg = profiles.current()
+        ledger.record([row_at(value)], "04", cfg,
+                      parameters=ledger.parameters("04", cfg, *ledger.notebook_settings("04", cfg, prefix=prefix)))
+
+    def runner(path, out_dir, timeout):
+        seed, prefix = profiles.study_seed(), profiles.prefix_divisor()
+        calls.append((seed, prefix))
+        record(seed + (0.0 if prefix == 1 else 10.0), prefix)  # the prefix reads other values than the full run
+        return None
+
+    assert study.study([notebook], [0, 1, 2], runner=runner) == 0
+    assert calls == [(0, 4), (0, 1), (1, 4), (1, 1), (2, 4), (2, 1)]
+    assert (workbook.root / "claims" / "study" / "cpu" / "prefix-4" / "seed-2" / "04.json").exists()
+    full, = [row for row in ledger.read_rows(ledger.ledger_path()) if row.notebook == "04"]
+    assert full.seed_values == (0.0, 1.0, 2.0)
+    calls.clear()
+    assert study.study([notebook], [0, 1, 2], runner=runner) == 0 and calls == []
+    monkeypatch.setenv(profiles.PREFIX_VAR, "4")
+    record(11.0, 4)
+    capsys.readouterr()
+    rows = ledger.gather()
+    out = capsys.readouterr().out
+    assert "a prefix run (each trained run at 1/4 of its length" in out
+    assert "11 inside the study's 95% prediction interval for a new seed [6.03, 15.97] (3 seeds at 1/4 of the " \
+        "trained runs' lengths)" in out
+    assert [row for row in rows if row.notebook == "04"] == [full]

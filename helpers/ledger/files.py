@@ -41,15 +41,21 @@ def claims_dir(profile: str) -> Path:
     return runs_dir() / "claims" / profile
 
 
-def study_dir(profile: str, seed: int, examples: int = 1) -> Path:
+def study_dir(profile: str, seed: int, examples: int = 1, prefix: int = 1) -> Path:
     """Where one seed of a seed study writes its claims: ``claims/study/<profile>/seed-<seed>/``, committed beside the
     ledger (a few kilobytes per notebook), so a later look of the study, or a rebuild of the ledger, starts from them on
     any machine, a fresh clone included; their provenance names the machine that computed them. An examples look
     (``examples`` times the test examples, ``WORKBOOK_EXAMPLES``) writes to ``claims/study/<profile>/examples-x<k>/
-    seed-<seed>/``."""
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
-        raise ValueError(f"examples={examples!r} must be a whole number >= 1 (the examples look's scale)")
+    seed-<seed>/``; the same seed's runs cut to 1/``prefix`` of their length (the prefix make reproduce trains, run
+    before the full length) to ``claims/study/<profile>/prefix-<N>/seed-<seed>/``."""
+    for name, value in (("examples", examples), ("prefix", prefix)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a whole number >= 1")
+    if examples > 1 and prefix > 1:
+        raise ValueError(f"examples={examples} and prefix={prefix}: a prefix is recorded at the notebook's own examples")
     folder = repo_root() / "claims" / "study" / profile
+    if prefix > 1:
+        folder = folder / f"prefix-{prefix}"
     return (folder if examples == 1 else folder / f"examples-x{examples}") / f"seed-{int(seed)}"
 
 

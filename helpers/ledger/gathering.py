@@ -12,7 +12,7 @@ from .files import (LEDGER_PROFILE, LEDGER_PROFILES, ProvenanceError, check_dige
                     journal_path, ledger_code, ledger_doc_path, ledger_path, read_changes, read_json, read_payload, read_provenance,
                     read_rows, read_table, read_tables, readme_path, rows_to_json, tables_path,
                     tables_to_json)
-from .provenance import check_consistent, check_provenance, random_weights_refusal, rerun
+from .provenance import check_consistent, check_provenance, prefix_of, random_weights_refusal, rerun
 from .render import gpu_block, render_docs
 from .rows import Claim
 from .study import rederive_study, seed_range_report, seed_values_at
@@ -76,6 +76,10 @@ def _fresh_claims(profile: str, notebooks: Sequence[str] | None, study: bool, le
         model = payload["provenance"].get("model") if isinstance(payload.get("provenance"), dict) else None
         if profiles.is_random_model(model):
             raise ProvenanceError(random_weights_refusal(model, path.stem))
+        prefix = prefix_of(payload["provenance"]) if isinstance(payload.get("provenance"), dict) else 1
+        if prefix != 1:
+            _compare_prefix_run(payload, path.stem, prefix, profile, origins)
+            continue
         check_provenance(payload.get("provenance"), profile, path.stem)
         if "study" in payload["provenance"]:
             rederive_study(payload, profile, path.stem)
@@ -91,6 +95,27 @@ def _fresh_claims(profile: str, notebooks: Sequence[str] | None, study: bool, le
             continue
         fresh[path.stem], origins[path.stem] = payload["claims"], payload["provenance"]
     return fresh
+
+
+def _compare_prefix_run(payload: dict, notebook: str, prefix: int, profile: str, origins: dict[str, dict]) -> None:
+    """A prefix run (``WORKBOOK_PREFIX``, make reproduce's default) never enters the ledger, whose rows are read at the
+    full lengths; its trained values are compared, at the same step, with the study's seeds cut to the same prefix
+    (``claims/study/<profile>/prefix-<N>/``, :func:`~helpers.ledger.study.seed_values_at`), where the study recorded
+    them (printed)."""
+    seeds = (origins.get(notebook) or {}).get("seeds") or []
+    values = seed_values_at(profile, notebook, seeds, prefix=prefix) if seeds else {}
+    print(f"[claims] notebook {notebook}: a prefix run (each trained run at 1/{prefix} of its length, "
+          f"{profiles.PREFIX_VAR}={prefix}): not gathered (the ledger's rows are read at the full lengths; make "
+          "reproduce STOPS=1 runs those)" + (f"; against the study's {len(seeds)} seeds at the same prefix:" if values
+                                             else "; the study recorded no seeds at this prefix to compare with"))
+    if values:
+        try:
+            check_provenance(payload.get("provenance"), profile, notebook)
+        except ProvenanceError as problem:
+            print(f"    not compared: {problem}")
+            return
+        for line in seed_range_report(payload["claims"], [], values, f" at 1/{prefix} of the trained runs' lengths"):
+            print("   ", line)
 
 
 def _code_record(origins: dict[str, dict], fresh: dict, before: dict[str, dict]) -> dict[str, dict]:

@@ -154,10 +154,13 @@ def write_sealed(notebook: str, name: str, profile, content: dict, *, parameters
     if "claims" in content and (origin["mntp_adapter"] or {}).get("source") == "fallback":
         print(f"[claims] notebook {notebook}'s rows rest on the short fallback MNTP adapter (notebook 02 had not run); "
               "their provenance says so")
+    prefix = profiles.prefix_divisor()
+    if prefix > 1 and profiles.has_prefix(profiles.NOTEBOOK_PAPERS[notebook]):  # make reproduce's shorter runs
+        origin["prefix"] = prefix
     folder, study_seed = claims_dir(profile.name), profiles.study_seed()
     if study_seed is not None:  # one seed of a seed study: its own files, never the single-seed ones
         origin["study_seed"], origin["examples_scale"] = study_seed, profiles.examples_scale()
-        folder = study_dir(profile.name, study_seed, origin["examples_scale"])
+        folder = study_dir(profile.name, study_seed, origin["examples_scale"], origin.get("prefix", 1))
     fields = {key: value for key, value in content.items() if key != "claims"}
     written = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     path = folder / f"{name}.json"

@@ -71,22 +71,23 @@ def seed_fingerprint(profile: str, seed: int) -> str:
     return store.fingerprint(profiles.get(profile).replace(seed=int(seed)))
 
 
-def notebook_settings(notebook: str, profile, examples: int = 1) -> list:
+def notebook_settings(notebook: str, profile, examples: int = 1, prefix: int = 1) -> list:
     """What notebook ``notebook``'s parameters cell registers beside the profile (``ledger.parameters(notebook, cfg,
     *these)``) as committed: its package's settings for ``profile`` (the registry, ``helpers.papers``; notebook 02's
-    are the masked-LM recipe) with ``examples`` times their test examples (an examples look's), then what the
-    registry says the cell registers besides (notebook 02's mask token)."""
+    are the masked-LM recipe) with ``examples`` times their test examples (an examples look's) and its trained runs at
+    1/``prefix`` of their length (make reproduce's), then what the registry says the cell registers besides
+    (notebook 02's mask token)."""
     profile = profiles.get(profile) if isinstance(profile, str) else profile
     entry = papers.notebook(notebook)
-    return [profiles.settings_for(entry.package, profile, examples), *entry.registers]
+    return [profiles.settings_for(entry.package, profile, examples, prefix), *entry.registers]
 
 
-def expected_parameters(notebook: str, profile, examples: int = 1) -> str:
+def expected_parameters(notebook: str, profile, examples: int = 1, prefix: int = 1) -> str:
     """The parameters fingerprint notebook ``notebook``'s claims must carry under ``profile`` (a Profile, e.g. one
     seed of a study, or a name): what its parameters cell registers, unedited (at ``examples`` times its test
-    examples: a seed study's examples look)."""
+    examples: a seed study's examples look; at 1/``prefix`` of its trained runs' lengths: a prefix run's)."""
     profile = profiles.get(profile) if isinstance(profile, str) else profile
-    return store.fingerprint([profile, *notebook_settings(notebook, profile, examples)])
+    return store.fingerprint([profile, *notebook_settings(notebook, profile, examples, prefix)])
 
 
 def files_text(names: Sequence[str], most: int = 4) -> str:
@@ -112,7 +113,7 @@ def check_code(origin: dict, profile, where: str, what: str, again: str) -> None
         raise ProvenanceError(f"{what} were computed at commit {commit[:7]}, and notebook {where}'s code has changed "
                               f"since ({files_text(code_identity.code_changes(commit, where) or [])}); {again} (or, if "
                               "the change moved no number, show it: python -m helpers.equal_numbers)")
-    expected = expected_parameters(where, profile, examples_of(origin))
+    expected = expected_parameters(where, profile, examples_of(origin), prefix_of(origin))
     if origin.get("parameters") != expected:
         found = origin.get("parameters")
         differs = (f"were computed under other notebook parameters (fingerprint {found}, the parameters cell's as "
@@ -126,6 +127,13 @@ def examples_of(origin: dict) -> int:
     provenance records one, so a single-seed run at another scale is refused (its parameters differ)."""
     scale = origin.get("examples_scale", 1) if "study_seed" in origin else 1
     return scale if isinstance(scale, int) and not isinstance(scale, bool) and scale >= 1 else 1
+
+
+def prefix_of(origin: dict) -> int:
+    """The share 1/N of their lengths a run's trained runs were cut to (``prefix`` in its provenance; 1: the full
+    length): make reproduce's prefix runs, and a study's record of them."""
+    prefix = origin.get("prefix", 1)
+    return prefix if isinstance(prefix, int) and not isinstance(prefix, bool) and prefix >= 1 else 1
 
 
 def examples_study(origin: dict) -> dict[int, dict[int, dict]]:

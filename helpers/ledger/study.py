@@ -14,7 +14,7 @@ from .. import code_identity, metrics, profiles, store
 from .declared import declared_claims
 from .fields import DECIDED, DEFINITION, STUDY_MIN_SEEDS, curve, number
 from .files import ProvenanceError, check_digest, claims_dir, read_payload, rows_to_json, study_dir
-from .provenance import examples_of, examples_study, expected_parameters, files_text, seed_fingerprint
+from .provenance import examples_of, examples_study, expected_parameters, files_text, prefix_of, seed_fingerprint
 from .rows import Claim, verdict_of
 from .sequential import SequentialPlan
 
@@ -177,20 +177,21 @@ def study_provenance(origins: dict[int, dict], profile: str, plan=None, schedule
     return found
 
 
-def study_seed_is_done(profile: str, seed: int, notebook: str, examples: int = 1) -> bool:
+def study_seed_is_done(profile: str, seed: int, notebook: str, examples: int = 1, prefix: int = 1) -> bool:
     """Whether seed ``seed``'s claims of ``notebook`` (at ``examples`` times its test examples) are in
     :func:`study_dir`, computed under the profile with that seed, under the notebook's current parameters
     (:func:`~helpers.ledger.provenance.expected_parameters`) and at a commit whose code for the notebook is HEAD's
     (:func:`helpers.code_identity.code_current`): what lets an interrupted study resume without redoing a finished
     seed, and never keeps a seed computed under settings or code since changed (gathering would refuse it)."""
-    path = study_dir(profile, seed, examples) / f"{notebook}.json"
+    path = study_dir(profile, seed, examples, prefix) / f"{notebook}.json"
     if not path.exists():
         return False
     origin = read_payload(path).get("provenance") or {}
-    if origin.get("profile_fingerprint") != seed_fingerprint(profile, seed) or examples_of(origin) != examples:
+    if origin.get("profile_fingerprint") != seed_fingerprint(profile, seed) or examples_of(origin) != examples \
+            or prefix_of(origin) != prefix:
         return False
     seeded = profiles.get(profile).replace(seed=int(seed))
-    return origin.get("parameters") == expected_parameters(notebook, seeded, examples) and \
+    return origin.get("parameters") == expected_parameters(notebook, seeded, examples, prefix) and \
         code_identity.code_current(origin.get("commit"), notebook)[0] is True
 
 
@@ -306,14 +307,15 @@ def seed_prediction_interval(values: Sequence[float], level: float = 0.95) -> tu
     return mean - half, mean + half
 
 
-def seed_values_at(profile: str, notebook: str, seeds: Sequence[int], examples: int = 1) -> dict[str, tuple]:
+def seed_values_at(profile: str, notebook: str, seeds: Sequence[int], examples: int = 1,
+                   prefix: int = 1) -> dict[str, tuple]:
     """Each trained row's value in every one of ``seeds``' per-seed claims files of ``notebook`` at ``examples`` times
     its test examples (by id; rows some seed lacks are left out): what a single-seed run at that scale is compared
     with. A study row is kept at the look that decided it, often a larger examples scale, whose values do not
     describe a run on the notebook's own examples."""
     found: dict[str, list[float]] = {}
     for seed in seeds:
-        path = study_dir(profile, int(seed), examples) / f"{notebook}.json"
+        path = study_dir(profile, int(seed), examples, prefix) / f"{notebook}.json"
         if not path.exists():
             return {}
         for row in read_payload(path)["claims"]:
@@ -323,14 +325,16 @@ def seed_values_at(profile: str, notebook: str, seeds: Sequence[int], examples: 
 
 
 def seed_range_report(single: Sequence[Claim], study: Sequence[Claim],
-                      values: dict[str, tuple] | None = None) -> list[str]:
+                      values: dict[str, tuple] | None = None, where: str | None = None) -> list[str]:
     """For each trained row of a single-seed run: whether its value lies inside the study row's 95% prediction
     interval for a new seed (:func:`seed_prediction_interval` over ``values[row id]``, the study's seeds at the run's
     own test examples (:func:`seed_values_at`), else the study row's ``seed_values``). A study row whose seeds all read
     the same value has no spread to judge a rerun by (a judge's floor): it is named NOT COMPARED, never passed. A
-    single seed's verdict is never the study's, so none is printed."""
+    single seed's verdict is never the study's, so none is printed. ``where``: how the seeds' values were read, said
+    after their count (default: at the run's own test examples, when ``values`` are given)."""
     seeds = values if values is not None else {row.id: row.seed_values for row in study if row.seed_values}
-    where = " at the run's own test examples" if values is not None else ""
+    if where is None:
+        where = " at the run's own test examples" if values is not None else ""
     lines = []
     for row in single:
         if not row.trained or row.value is None:

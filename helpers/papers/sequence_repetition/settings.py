@@ -200,6 +200,16 @@ _PAPER = RepetitionSettings(
 SETTINGS = {"smoke": _SMOKE, "cpu": _CPU, "gpu": _GPU, "paper": _PAPER}
 
 
+def at_prefix(settings: RepetitionSettings, divisor: int) -> RepetitionSettings:
+    """make reproduce's prefix (``helpers.profiles.at_prefix``): every tagger trains 1/``divisor`` of its steps,
+    rounded down to the validation cadence and at least one cadence, so each is a prefix of the full-length run (the
+    run key holds no length and the learning rate is constant, :class:`TaggerTraining`); the cadence is kept."""
+    training = settings.training
+    every = training.eval_every or training.steps
+    steps = max(every, training.steps // divisor // every * every)
+    return settings.with_training(steps=min(steps, training.steps))
+
+
 # Every tagger's held-out curve: validation F1 at each evaluation (``experiment.train_tagger`` records it as
 # "validation_f1" every ``eval_every`` steps and at the last step; step 0 is skipped, its head is untrained).
 TAGGER_CURVE = "tagger validation F1"
