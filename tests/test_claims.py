@@ -453,7 +453,8 @@ def test_every_executed_notebook_wrote_well_formed_claims(request, session_start
     profile = os.environ.get("WORKBOOK_PROFILE", "smoke")
     for notebook in sorted(executed & set(NOTEBOOKS_WITH_CLAIMS)):
         path = ledger.claims_dir(profile) / f"{notebook}.json"
-        assert path.exists(), f"notebook {notebook} wrote no claims to {path}"
+        assert path.exists(), (f"notebook {notebook} wrote no claims to {path}; that folder holds "
+                               f"{sorted(each.name for each in path.parent.iterdir()) if path.parent.is_dir() else 'nothing'}")
         assert path.stat().st_mtime >= session_start - 1, f"{path} is older than this session: notebook {notebook} stopped writing it"
         rows = ledger.read_rows(path)
         assert rows and all(row.notebook == notebook for row in rows)
