@@ -12,26 +12,46 @@ def plateau(records: Sequence[dict], key: str, fraction: float = 0.25) -> tuple[
     evaluations in that stretch the slope is exact and its interval the slope itself. This describes a curve's trend
     (Fig. 6's rise over a run); whether training has *stopped improving* is :func:`stopped_improving`'s equivalence
     test, never a slope whose interval merely holds 0."""
-    import numpy as np
     from scipy import stats
 
     points = curve_points(records, key)
     if len(points) < 2:
         raise ValueError(f"records hold {len(points)} values of {key!r}; a slope needs at least two evaluations")
-    first, last = points[0][0], points[-1][0]
-    window = [point for point in points if point[0] >= last - fraction * (last - first)]
+    last = points[-1][0]
+    window = _last_share(points, fraction)
     window = window if len(window) >= 2 else points[-2:]
     if len(window) == 2:
         (step_a, value_a), (step_b, value_b) = window
         slope = (value_b - value_a) / (step_b - step_a)
         return slope, slope, slope, last
-    steps = np.array([step for step, _ in window], dtype=float)
-    values = np.array([value for _, value in window])
+    slope, _, variance, spread = _fit_line(window)
+    half = float(stats.t.ppf(0.975, len(window) - 2)) * _slope_error(variance, spread)
+    return float(slope), float(slope - half), float(slope + half), last
+
+
+def _last_share(curve: Sequence[tuple[int, float]], share: float) -> list[tuple[int, float]]:
+    """The points of a step-sorted curve that lie in its last ``share`` of training (steps from its first to its
+    last evaluation): the stretch every trend and stop reading below fits."""
+    first, last = curve[0][0], curve[-1][0]
+    return [point for point in curve if point[0] >= last - share * (last - first)]
+
+
+def _fit_line(chosen: Sequence[tuple[int, float]]):
+    """The least-squares line through ``chosen``: ``(slope, intercept, variance, spread)``, where ``variance`` is the
+    residual variance on n - 2 degrees of freedom and ``spread`` the sum of squared step deviations (the slope's
+    standard error is sqrt(variance / spread): :func:`_slope_error`)."""
+    import numpy as np
+
+    steps = np.array([step for step, _ in chosen], dtype=float)
+    values = np.array([value for _, value in chosen])
     slope, intercept = np.polyfit(steps, values, 1)
     residuals = values - (slope * steps + intercept)
-    error = math.sqrt(float((residuals ** 2).sum()) / (len(window) - 2) / float(((steps - steps.mean()) ** 2).sum()))
-    half = float(stats.t.ppf(0.975, len(window) - 2)) * error
-    return float(slope), float(slope - half), float(slope + half), last
+    return slope, intercept, float((residuals ** 2).sum()) / (len(chosen) - 2), float(((steps - steps.mean()) ** 2).sum())
+
+
+def _slope_error(variance: float, spread: float) -> float:
+    """The least-squares slope's standard error; infinite when every point sits at one step (no slope is known)."""
+    return math.sqrt(variance / spread) if spread > 0 else math.inf
 
 
 def curve_points(records: Sequence[dict], key: str) -> list[tuple[int, float]]:
@@ -74,7 +94,6 @@ def stopped_improving(points: Sequence[Sequence[float]], *, tolerance: float = S
     would add at most ``tolerance`` x what training has added so far. With fewer than ``min_points`` evaluations in
     the window, or a curve that has not risen at all, nothing is shown: ``stopped`` is False and ``reason`` says why.
     A slope whose interval merely holds 0 on a few noisy points proves nothing, so it is never read as a stop."""
-    import numpy as np
     from scipy import stats
 
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
@@ -88,19 +107,14 @@ def stopped_improving(points: Sequence[Sequence[float]], *, tolerance: float = S
         raise ValueError("points is empty; a held-out curve needs its (step, value) evaluations")
     if any(not math.isfinite(value) for _, value in curve):
         raise ValueError(f"points={curve[:6]!r}... must hold finite values")
-    first, last = curve[0][0], curve[-1][0]
-    chosen = [point for point in curve if point[0] >= last - window * (last - first)]
+    last = curve[-1][0]
+    chosen = _last_share(curve, window)
     if len(chosen) < min_points:
         return Stopping(math.nan, math.nan, last, math.nan, math.nan, len(chosen), False,
                         f"not shown to have stopped: {len(chosen)} evaluations in the last {window:.0%} of {last} "
                         f"steps, the equivalence test needs {min_points}")
-    steps = np.array([step for step, _ in chosen], dtype=float)
-    values = np.array([value for _, value in chosen])
-    slope, intercept = np.polyfit(steps, values, 1)
-    residuals = values - (slope * steps + intercept)
-    spread = float(((steps - steps.mean()) ** 2).sum())
-    error = math.sqrt(float((residuals ** 2).sum()) / (len(chosen) - 2) / spread) if spread > 0 else math.inf
-    upper = float(slope + stats.t.ppf(0.95, len(chosen) - 2) * error)
+    slope, intercept, variance, spread = _fit_line(chosen)
+    upper = float(slope + stats.t.ppf(0.95, len(chosen) - 2) * _slope_error(variance, spread))
     gain = float(slope * last + intercept - curve[0][1])
     allowed = tolerance * gain
     added = upper * last
@@ -131,7 +145,6 @@ def gap_stopped(points: Sequence[Sequence[float]], against: Sequence[Sequence[fl
     method that does not beat its baseline can be shown to have stopped not beating it. ``upper`` is the larger
     magnitude of the two bounds. Nothing is shown with fewer than ``min_points`` common evaluations in the window or
     a claimed curve that has not risen."""
-    import numpy as np
     from scipy import stats
 
     claimed = stopped_improving(points, tolerance=tolerance, window=window, min_points=min_points)
@@ -141,8 +154,8 @@ def gap_stopped(points: Sequence[Sequence[float]], against: Sequence[Sequence[fl
     gap = [(int(step), float(value) - other[int(step)]) for step, value in sorted(points) if int(step) in other]
     if not gap:
         raise ValueError("points and against share no evaluated step; the gap needs curves evaluated alike")
-    first, last = gap[0][0], gap[-1][0]
-    chosen = [point for point in gap if point[0] >= last - window * (last - first)]
+    last = gap[-1][0]
+    chosen = _last_share(gap, window)
     if len(chosen) < min_points:
         return Stopping(math.nan, math.nan, last, claimed.gain, claimed.tolerance, len(chosen), False,
                         f"gap not shown to have stopped changing: {len(chosen)} common evaluations in the last "
@@ -151,13 +164,8 @@ def gap_stopped(points: Sequence[Sequence[float]], against: Sequence[Sequence[fl
         return Stopping(math.nan, math.nan, last, claimed.gain, claimed.tolerance, len(chosen), False,
                         f"gap not shown to have stopped changing: the claimed curve has not risen over {last} steps "
                         f"(gain {claimed.gain:.3g}), so no tolerance follows from it")
-    steps = np.array([step for step, _ in chosen], dtype=float)
-    values = np.array([value for _, value in chosen])
-    slope, intercept = np.polyfit(steps, values, 1)
-    residuals = values - (slope * steps + intercept)
-    spread = float(((steps - steps.mean()) ** 2).sum())
-    error = math.sqrt(float((residuals ** 2).sum()) / (len(chosen) - 2) / spread) if spread > 0 else math.inf
-    half = float(stats.t.ppf(0.95, len(chosen) - 2)) * error
+    slope, intercept, variance, spread = _fit_line(chosen)
+    half = float(stats.t.ppf(0.95, len(chosen) - 2)) * _slope_error(variance, spread)
     bound = max(abs(float(slope) + half), abs(float(slope) - half))
     moved, allowed = bound * last, claimed.tolerance
     stopped = moved <= allowed
@@ -209,18 +217,13 @@ def moving_rise(points: Sequence[Sequence[float]]) -> float:
 def residual_noise(points: Sequence[Sequence[float]], window: float = STOP_WINDOW) -> float:
     """A curve's evaluation noise as the equivalence test sees it: the standard deviation of the residuals around the
     least-squares line over the last ``window`` of training (the fit :func:`stopped_improving` makes)."""
-    import numpy as np
 
     curve = sorted((int(step), float(value)) for step, value in points)
     if len(curve) < 3:
         raise ValueError(f"points holds {len(curve)} evaluations; a residual needs at least 3")
-    first, last = curve[0][0], curve[-1][0]
-    chosen = [point for point in curve if point[0] >= last - window * (last - first)]
+    chosen = _last_share(curve, window)
     chosen = chosen if len(chosen) >= 3 else curve[-3:]
-    steps = np.array([step for step, _ in chosen], dtype=float)
-    values = np.array([value for _, value in chosen])
-    residuals = values - np.polyval(np.polyfit(steps, values, 1), steps)
-    return float(math.sqrt((residuals ** 2).sum() / (len(chosen) - 2)))
+    return float(math.sqrt(_fit_line(chosen)[2]))
 
 
 @dataclass(frozen=True)
