@@ -137,6 +137,42 @@ def _combine(notebooks: list[str], seeds_of: dict[str, list[int]], plan=None, sc
     return combined
 
 
+def adapter_dependents_left_out(notebooks: list[str], seeds) -> list[str]:
+    """The notebooks a study of ``notebooks`` must also run: those outside it whose rows in the committed ledger rest
+    on an MNTP adapter other than the one notebook 02 trains now for the same study seed. Rerunning notebook 02 under
+    changed settings changes its adapter's key, and the gather then refuses every notebook still resting on the old
+    one (:func:`helpers.ledger.provenance.check_consistent`): found before any notebook runs, not after an hour of
+    them. Empty when notebook 02 is not studied or the profile writes no ledger."""
+    from helpers import ledger, store
+    from helpers.ledger.provenance import by_seed
+    from helpers.mntp_adapter import masked_lm_run_key
+
+    profile = _profile()
+    if "02" not in notebooks or profile.name != ledger.LEDGER_PROFILE:
+        return []
+    trains = {str(seed): store.fingerprint(masked_lm_run_key(profile.replace(seed=int(seed)), "mntp"))
+              for seed in seeds}
+    left = set()
+    for notebook, origin in ledger.read_provenance().items():
+        if notebook in notebooks or notebook == "02":
+            continue
+        for seed, each in by_seed(origin).items():
+            adapter = each.get("mntp_adapter")
+            if isinstance(adapter, dict) and seed in trains and adapter.get("fingerprint") != trains[seed]:
+                left.add(notebook)
+    return sorted(left)
+
+
+def _refuse_without_dependents(notebooks: list[str], seeds) -> bool:
+    """Print the one-line refusal when :func:`adapter_dependents_left_out` names notebooks; whether it did."""
+    left = adapter_dependents_left_out(notebooks, seeds)
+    if left:
+        print(f"not started: notebook 02's MNTP adapter would change under notebooks {', '.join(left)}, whose rows in "
+              f"the committed ledger rest on the old one, and the gather would refuse them; study them with it "
+              f"(STUDY_NOTEBOOKS naming notebooks {', '.join(sorted({*notebooks, *left}))})", file=sys.stderr)
+    return bool(left)
+
+
 def _gather(notebooks: list[str], what: str) -> None:
     from helpers import ledger
 
@@ -155,6 +191,8 @@ def _report_failed(failed: dict) -> int:
 
 def study(paths: list[Path], seeds: list[int], timeout: int = 3600, runner=execute) -> int:
     """Run ``paths`` once per seed (skipping finished ones), then combine and gather. Returns the exit code."""
+    if _refuse_without_dependents([path.name[:2] for path in paths], seeds):
+        return 2
     failed = run_seeds(paths, seeds, timeout, runner)
     if failed is None:
         return INTERRUPTED
@@ -226,6 +264,8 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
 
     plan = plan or sequential.SequentialPlan()
     notebooks = [path.name[:2] for path in paths]
+    if not rebuild and _refuse_without_dependents(notebooks, range(plan.looks[0])):
+        return 2
     as_run = _recorded_schedules() if rebuild else {}
     path_of = dict(zip(notebooks, paths))
     schedules = {notebook: [] for notebook in notebooks}

@@ -306,3 +306,33 @@ def test_a_notebook_whose_runs_stop_at_a_prefix_records_it_first_and_a_reproduce
     assert "11 inside the study's 95% prediction interval for a new seed [6.03, 15.97] (3 seeds at 1/4 of the " \
         "trained runs' lengths)" in out
     assert [row for row in rows if row.notebook == "04"] == [full]
+
+
+def test_a_study_of_notebook_02_that_would_strand_notebooks_on_its_old_adapter_is_refused_before_it_runs(
+        workbook, load_script, monkeypatch, capsys):
+    """Notebook 05's rows in the committed ledger rest on an MNTP adapter that notebook 02 no longer trains (its key
+    changed): a study of 02 alone would end in a gather that refuses 05, so it is refused before any notebook runs,
+    naming 05 and the notebooks to study together; with 05 in the study, or 05 resting on the adapter 02 trains now,
+    nothing is in the way."""
+    from helpers import store
+    from helpers.ledger import sequential
+    from helpers.mntp_adapter import masked_lm_run_key
+
+    study = load_script("study")
+    notebook = workbook.root / "notebooks" / "02_mntp_vs_mtp.ipynb"
+    trains = store.fingerprint(masked_lm_run_key(profiles.get("cpu").replace(seed=0), "mntp"))
+    resting = {"fingerprint": "0123456789ab", "source": "notebook 02"}
+    monkeypatch.setattr(ledger, "read_provenance", lambda: {"05": {"seeds": [0], "mntp_adapter": resting}})
+    calls = []
+    assert study.study([notebook], [0], runner=_fake_notebook(calls)) == 2
+    assert study.sequential_study([notebook], sequential.SequentialPlan(), runner=_fake_notebook(calls)) == 2
+    assert calls == [] and not ledger.ledger_path().exists()
+    err = capsys.readouterr().err
+    assert "not started: notebook 02's MNTP adapter would change under notebooks 05" in err
+    assert "STUDY_NOTEBOOKS naming notebooks 02, 05" in err
+    assert study.adapter_dependents_left_out(["02", "05"], [0]) == []
+    assert study.adapter_dependents_left_out(["05"], [0]) == []  # notebook 02 is not rerun
+    resting["fingerprint"] = trains  # 05 already rests on the adapter 02 trains now
+    assert study.adapter_dependents_left_out(["02"], [0]) == []
+    assert study.study([notebook], [0, 1, 2], runner=_fake_notebook(calls)) == 0
+    assert calls == [(seed, notebook.name) for seed in (0, 1, 2)]
