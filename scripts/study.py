@@ -270,7 +270,7 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
     path_of = dict(zip(notebooks, paths))
     schedules = {notebook: [] for notebook in notebooks}
     upcoming = {notebook: (plan.looks[0], 1) for notebook in notebooks}
-    failed, number = {}, 0
+    number = 0
     print(f"[plan] {plan.describe()}", flush=True)
     while upcoming:
         number += 1
@@ -286,9 +286,8 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
             group, look_failed = _run_look(group, look, number, path_of, timeout, runner, rebuild)
             if look_failed is None:
                 return INTERRUPTED
-            failed.update(look_failed)
             if look_failed:
-                return _report_failed(failed)
+                return _report_failed(look_failed)
             for notebook in group:
                 schedules[notebook].append(look)
             ran += group
@@ -319,15 +318,14 @@ def sequential_study(paths: list[Path], plan=None, timeout: int = 3600, runner=e
                   + "".join(f"\n    {line}" for line in live), flush=True)
             if following is not None:
                 upcoming[notebook] = following
-        # every notebook studied so far, so the ledger always holds the study as it stands: a stopped notebook at the
-        # look that stopped it; one going on at this look (its decided rows are final; the others wait)
+        # every notebook studied so far, so the ledger always holds the study as it stands
         _gather(studied, f"look {number}: notebooks {', '.join(studied)}"
                 + (f"; notebooks {', '.join(upcoming)} go on to look {number + 1}" if upcoming else ""))
         if upcoming and through_look is not None and number >= through_look:
             print(f"[plan] stopping after look {number} as asked (--through-look {through_look}); notebooks "
                   f"{', '.join(upcoming)} go on to look {number + 1} when the study runs again", flush=True)
             break
-    return _report_failed(failed)
+    return 0
 
 
 def _recorded_schedules() -> dict[str, list[tuple[int, int]]]:
