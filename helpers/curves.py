@@ -129,6 +129,15 @@ def stopped_improving(points: Sequence[Sequence[float]], *, tolerance: float = S
                     "gained so far)")
 
 
+def gap_curve(points: Sequence[Sequence[float]], against: Sequence[Sequence[float]]) -> list[tuple[int, float]]:
+    """``points`` minus ``against`` at the steps both evaluated, sorted by step: the gap between two curves trained
+    alike that :func:`gap_stopped` judges."""
+    other = dict((int(step), float(value)) for step, value in against)
+    if any(not math.isfinite(value) for value in other.values()):
+        raise ValueError("against must hold finite values")
+    return [(int(step), float(value) - other[int(step)]) for step, value in sorted(points) if int(step) in other]
+
+
 def gap_stopped(points: Sequence[Sequence[float]], against: Sequence[Sequence[float]], *,
                 tolerance: float = STOP_TOLERANCE, window: float = STOP_WINDOW,
                 min_points: int = STOP_MIN_POINTS) -> Stopping:
@@ -148,10 +157,7 @@ def gap_stopped(points: Sequence[Sequence[float]], against: Sequence[Sequence[fl
     from scipy import stats
 
     claimed = stopped_improving(points, tolerance=tolerance, window=window, min_points=min_points)
-    other = dict((int(step), float(value)) for step, value in against)
-    if any(not math.isfinite(value) for value in other.values()):
-        raise ValueError("against must hold finite values")
-    gap = [(int(step), float(value) - other[int(step)]) for step, value in sorted(points) if int(step) in other]
+    gap = gap_curve(points, against)
     if not gap:
         raise ValueError("points and against share no evaluated step; the gap needs curves evaluated alike")
     last = gap[-1][0]
@@ -217,7 +223,6 @@ def moving_rise(points: Sequence[Sequence[float]]) -> float:
 def residual_noise(points: Sequence[Sequence[float]], window: float = STOP_WINDOW) -> float:
     """A curve's evaluation noise as the equivalence test sees it: the standard deviation of the residuals around the
     least-squares line over the last ``window`` of training (the fit :func:`stopped_improving` makes)."""
-
     curve = sorted((int(step), float(value)) for step, value in points)
     if len(curve) < 3:
         raise ValueError(f"points holds {len(curve)} evaluations; a residual needs at least 3")

@@ -71,8 +71,7 @@ class Curve:
         """The seed-mean gap (claimed minus compared) at the steps both evaluated; None for a single curve."""
         if not self.against:
             return None
-        other = dict(curves.mean_curve(list(self.against.values())))
-        return [(step, value - other[step]) for step, value in self.mean if step in other]
+        return curves.gap_curve(self.mean, curves.mean_curve(list(self.against.values())))
 
     @property
     def length(self) -> int:

@@ -144,7 +144,7 @@ def adapter_dependents_left_out(notebooks: list[str], seeds) -> list[str]:
     one (:func:`helpers.ledger.provenance.check_consistent`): found before any notebook runs, not after an hour of
     them. Empty when notebook 02 is not studied or the profile writes no ledger."""
     from helpers import ledger, store
-    from helpers.ledger.provenance import by_seed
+    from helpers.ledger.provenance import rested_adapters
     from helpers.mntp_adapter import masked_lm_run_key
 
     profile = _profile()
@@ -152,15 +152,8 @@ def adapter_dependents_left_out(notebooks: list[str], seeds) -> list[str]:
         return []
     trains = {str(seed): store.fingerprint(masked_lm_run_key(profile.replace(seed=int(seed)), "mntp"))
               for seed in seeds}
-    left = set()
-    for notebook, origin in ledger.read_provenance().items():
-        if notebook in notebooks or notebook == "02":
-            continue
-        for seed, each in by_seed(origin).items():
-            adapter = each.get("mntp_adapter")
-            if isinstance(adapter, dict) and seed in trains and adapter.get("fingerprint") != trains[seed]:
-                left.add(notebook)
-    return sorted(left)
+    return sorted({notebook for notebook, seed, adapter in rested_adapters(ledger.read_provenance())
+                   if notebook not in notebooks and seed in trains and adapter.get("fingerprint") != trains[seed]})
 
 
 def _refuse_without_dependents(notebooks: list[str], seeds) -> bool:

@@ -106,7 +106,7 @@ def test_notebook_04s_gaps_at_their_measured_noise_reach_both_targets_at_twice_t
     assert len(gaps) == 5, [row.id for row in gaps]
     for seed, row in enumerate(gaps):
         points, against = row.plateau["points"], row.plateau["against"]
-        gap = [(step, value - other) for (step, value), (_, other) in zip(points, against)]
+        gap = curves.gap_curve(points, against)
         steps, every = gap[-1][0], gap[-1][0] - gap[-2][0]
         noise, gain = curves.residual_noise(gap), curves.gap_stopped(points, against).gain
         power = curves.stop_power(steps=2 * steps, every=every, noise=noise, gain=gain, draws=200, gap=True, seed=seed)

@@ -205,6 +205,14 @@ def by_seed(origin: dict) -> dict[str, dict]:
     return {str(seed): origin for seed in origin.get("seeds") or [None]}
 
 
+def rested_adapters(origins: dict[str, dict]) -> list[tuple[str, str, dict]]:
+    """``(notebook, seed, adapter)`` for every seed of every notebook but 02 whose rows rest on an MNTP adapter (its
+    provenance's ``mntp_adapter``: source and run fingerprint), by notebook and seed: what :func:`check_consistent`
+    compares with the adapter notebook 02's rows measure."""
+    return [(notebook, seed, each["mntp_adapter"]) for notebook in sorted(set(origins) - {"02"})
+            for seed, each in by_seed(origins[notebook]).items() if isinstance(each.get("mntp_adapter"), dict)]
+
+
 def check_consistent(origins: dict[str, dict], fresh: Sequence[str]) -> None:
     """Refuse a ledger whose notebooks were not computed together: each newly gathered notebook (``fresh``) must
     share the weight dtype of every other notebook in the ledger (a bf16 run's rows beside a float32 run's), and a
@@ -222,18 +230,16 @@ def check_consistent(origins: dict[str, dict], fresh: Sequence[str]) -> None:
                                   f"{files_text(clash)}'s in {' and '.join(sorted(others))}; a ledger is one machine's "
                                   "dtype: rerun every notebook on this machine (make reproduce) and gather them together")
     measured = by_seed(origins["02"]) if "02" in origins else {}
-    for notebook in sorted(set(origins) - {"02"}):
-        for seed, each in by_seed(origins[notebook]).items():
-            adapter = each.get("mntp_adapter")
-            if not isinstance(adapter, dict) or (notebook not in fresh and "02" not in fresh):
-                continue
-            if adapter.get("source") == "fallback":
-                raise ProvenanceError(f"notebook {notebook}'s claims rest on the short fallback MNTP adapter (notebook "
-                                      "02 had not run), not the one notebook 02's rows measure; run notebook 02, then "
-                                      f"notebook {notebook} (make reproduce runs them in order)")
-            trained = ((measured.get(seed) or {}).get("runs") or {}).get("mntp")
-            if trained and adapter.get("fingerprint") != trained:
-                raise ProvenanceError(f"notebook {notebook}'s claims (seed {seed}) rest on MNTP adapter "
-                                      f"{adapter.get('fingerprint')}, but notebook 02's rows measure adapter {trained}; "
-                                      f"rerun notebook 02 and then notebook {notebook} and gather them together "
-                                      "(make reproduce)")
+    for notebook, seed, adapter in rested_adapters(origins):
+        if notebook not in fresh and "02" not in fresh:
+            continue
+        if adapter.get("source") == "fallback":
+            raise ProvenanceError(f"notebook {notebook}'s claims rest on the short fallback MNTP adapter (notebook "
+                                  "02 had not run), not the one notebook 02's rows measure; run notebook 02, then "
+                                  f"notebook {notebook} (make reproduce runs them in order)")
+        trained = ((measured.get(seed) or {}).get("runs") or {}).get("mntp")
+        if trained and adapter.get("fingerprint") != trained:
+            raise ProvenanceError(f"notebook {notebook}'s claims (seed {seed}) rest on MNTP adapter "
+                                  f"{adapter.get('fingerprint')}, but notebook 02's rows measure adapter {trained}; "
+                                  f"rerun notebook 02 and then notebook {notebook} and gather them together "
+                                  "(make reproduce)")
