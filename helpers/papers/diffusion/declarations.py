@@ -76,16 +76,16 @@ def _mauve_margin_source(margin: float) -> str:
     return f"ours: ±{margin:g} MAUVE (a tenth of its 0..1 range), fixed before the run"
 
 
-# MAUVE at the cpu profile cannot separate the samplers: at the study's last look (4x the prompts) every sampler of
-# every seed reads within about 0.005 of every other, a twentieth of the margin, while at the notebook's own 16 prompts
-# (2 k-means buckets) one seed's differences spread over about ±0.5. (A rerun on another CPU landed outside the
-# study's intervals only when compared with the 4x look's; against the seeds at its own prompts all its rows fall
-# inside: study.seed_values_at.) The rows the judge decides are declared as the findings they are
+# MAUVE at the cpu profile cannot separate the samplers: at 4x the prompts (an earlier study's third look, by older
+# code) every sampler of every seed read within about 0.005 of every other, a twentieth of the margin, while at the
+# notebook's own 16 prompts (2 k-means buckets) one seed's differences spread over about ±0.5. (A rerun on another
+# CPU landed outside that study's intervals only when compared with the 4x look's; against the seeds at its own
+# prompts all its rows fell inside: study.seed_values_at.) The rows the judge decides are declared as the findings they are
 # (FINDINGS_ONCE_JUDGED) and read as measurements until the judge has the resolution they need (more prompts, so
 # more buckets, and its spread across seeds and machines measured).
-JUDGE_ON_ITS_FLOOR = ("a measurement until the judge resolves the samplers: at the study's last look MAUVE puts every "
-                      "sampler of every seed within about 0.005 of the others, and at the notebook's own 16 prompts "
-                      "one seed's differences spread over about ±0.5, so no difference of the margin can be read")
+JUDGE_ON_ITS_FLOOR = ("a measurement until the judge resolves the samplers: at 4x the prompts MAUVE put every sampler "
+                      "of every seed within about 0.005 of the others, and at the notebook's own 16 prompts one "
+                      "seed's differences spread over about ±0.5, so no difference of the margin can be read")
 FINDINGS_ONCE_JUDGED: dict[str, ledger.Declared] = {}
 
 
