@@ -100,7 +100,8 @@ def test_a_row_is_futile_only_when_the_last_look_could_not_decide_it():
 
 
 def test_a_look_states_its_cost_and_bad_plans_name_the_argument():
-    assert sequential.look_cost(["02", "05"], 2) == pytest.approx(2 * (4.2 + 3.7))
+    minutes = sequential.CPU_MINUTES_PER_SEED  # a look of two new seeds of two notebooks costs each seed of each
+    assert sequential.look_cost(["02", "05"], 2) == pytest.approx(2 * (minutes["02"] + minutes["05"]))
     for looks in [(5, 3), (1, 3), [], "358", (3, 3, 5)]:
         with pytest.raises(ValueError, match="looks="):
             sequential.SequentialPlan(looks=looks)

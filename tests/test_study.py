@@ -104,8 +104,9 @@ def test_the_sequential_plan_stops_each_notebook_at_the_look_that_decides_it(wor
     assert [seed for seed, notebook in calls if notebook == "02"] == [0, 1, 2]
     assert [seed for seed, notebook in calls if notebook == "05"] == [0, 1, 2, 3, 4]
     out = capsys.readouterr().out
-    assert "[plan] look 1: seeds 0..2 of notebooks 02, 05; about 24 min" in out  # 3 × (4.2 + 3.7)
-    assert "[plan] look 2: seeds 3..4 of notebooks 05; about 7 min" in out
+    minutes = sequential.CPU_MINUTES_PER_SEED  # each look states its seeds' minutes before it runs
+    assert f"[plan] look 1: seeds 0..2 of notebooks 02, 05; about {3 * (minutes['02'] + minutes['05']):.0f} min" in out
+    assert f"[plan] look 2: seeds 3..4 of notebooks 05; about {2 * minutes['05']:.0f} min" in out
     rows = {row.notebook: row for row in ledger.read_rows(ledger.ledger_path())}
     assert rows["02"].n_seeds == 3 and rows["02"].verdict == "reproduced" and "look 1 of 3" in rows["02"].method
     assert rows["05"].n_seeds == 5 and rows["05"].verdict == "reproduced" and "look 2 of 3" in rows["05"].method
